@@ -1,0 +1,251 @@
+"""Kafka records: chat jobs, job lifecycle events and fanned-out NDJSON lines.
+
+Keys: every record about a job is keyed by its job id, so one job's records stay in order
+within a partition (design.md, "Flow"). Values: jobs and events are JSON objects; a line's value
+is the NDJSON line exactly as received (bytes, invalid UTF-8 included) and its metadata travels
+in headers (:mod:`models.wire`), so a consumer of ``chat.lines`` sees what the agent sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from models import wire
+from models.chat import SessionSettings, StreamMessage
+from models.errors import LineRecordError
+
+Headers = Sequence[tuple[str, bytes]]
+
+EventKind = Literal["accepted", "started", "first_line", "completed", "failed", "aborted"]
+TERMINAL_EVENTS: frozenset[str] = frozenset({"completed", "failed", "aborted"})
+
+
+def utc_now() -> datetime:
+    """Returns: the current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def to_value(self) -> bytes:
+        """Returns: the record value, UTF-8 JSON."""
+        return self.model_dump_json(exclude_none=True).encode()
+
+
+class ChatJob(_Record):
+    """A question to ask as one identity: the value on ``chat.requests``.
+
+    Attributes:
+        job_id: Unique id of the job (a UUID string); the record key.
+        run_id: The batch run the job belongs to.
+        question: The user's message (``input`` of the chat request).
+        persona: Name of the persona from the questions file, if any.
+        chat_id: Thread to continue, if any.
+        session_settings: Identity to ask as (interface, "Session settings").
+        chat_url: Full URL of the chat endpoint (ours or a hosted agent's).
+        active_branch_name, is_default_branch: Data-model branch (interface, "1. Chat").
+        deadline_s: Seconds the worker allows the stream before aborting it.
+        submitted_at: When the job was submitted (UTC).
+    """
+
+    job_id: str = Field(min_length=1)
+    run_id: str = Field(min_length=1)
+    question: str = Field(min_length=1)
+    persona: str | None = None
+    chat_id: str | None = None
+    session_settings: SessionSettings
+    chat_url: str = Field(pattern=r"^https?://")
+    active_branch_name: str | None = None
+    is_default_branch: bool | None = None
+    deadline_s: float | None = Field(default=None, gt=0)
+    submitted_at: datetime = Field(default_factory=utc_now)
+
+    @classmethod
+    def from_value(cls, value: bytes) -> ChatJob:
+        """Parses a ``chat.requests`` value. Raises :class:`pydantic.ValidationError`."""
+        return cls.model_validate_json(value)
+
+
+class JobEvent(_Record):
+    """A job lifecycle event: the value on ``chat.job-events``.
+
+    ``accepted`` is sent by the submitter and ``started`` by the worker, both carrying ``job``
+    so the archive can create the job's row from events alone. Terminal events
+    (``completed``, ``failed``, ``aborted``) carry ``line_count``: how many lines the attempt
+    produced to ``chat.lines``, so the sink knows when it holds all of them.
+    """
+
+    job_id: str = Field(min_length=1)
+    run_id: str = Field(min_length=1)
+    kind: EventKind
+    attempt: int = Field(default=0, ge=0)
+    at: datetime = Field(default_factory=utc_now)
+    job: ChatJob | None = None
+    chat_id: str | None = None
+    line_count: int | None = Field(default=None, ge=0)
+    http_status: int | None = None
+    error: str | None = None
+    error_type: str | None = None
+    worker_id: str | None = None
+
+    @property
+    def is_terminal(self) -> bool:
+        """True for ``completed``, ``failed`` and ``aborted``."""
+        return self.kind in TERMINAL_EVENTS
+
+    @classmethod
+    def from_value(cls, value: bytes) -> JobEvent:
+        """Parses a ``chat.job-events`` value. Raises :class:`pydantic.ValidationError`."""
+        return cls.model_validate_json(value)
+
+
+def parse_line(raw: bytes) -> tuple[StreamMessage | None, str | None]:
+    """Parses one NDJSON line, never raising.
+
+    Args:
+        raw: The line's bytes without its ``\\n`` terminator.
+
+    Returns:
+        ``(message, None)`` on success, or ``(None, reason)`` where reason says why the line is
+        not a stream message (invalid UTF-8, invalid JSON, not an object, wrong field types).
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"invalid UTF-8 at byte {exc.start}: {exc.reason}"
+    if not text.strip():
+        return None, "empty line"
+    try:
+        value: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    if not isinstance(value, dict):
+        return None, f"JSON {type(value).__name__} is not a stream message object"
+    try:
+        return StreamMessage.model_validate(value), None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return None, f"not a stream message: {where}: {first['msg']}"
+
+
+class LineEnvelope(BaseModel):
+    """One fanned-out NDJSON line and where it belongs.
+
+    Identity: ``(job_id, attempt, line_no)``; ``line_no`` counts from 1 within an attempt.
+
+    Attributes:
+        raw: The line exactly as received, without the ``\\n`` terminator.
+        terminated: False only for a last line that ended without ``\\n`` (a truncated stream).
+        message, parse_error: The parsed message, or why the line did not parse.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    job_id: str
+    attempt: int = Field(ge=1)
+    line_no: int = Field(ge=1)
+    received_at: datetime
+    raw: bytes
+    terminated: bool = True
+    chat_id: str | None = None
+    message: StreamMessage | None = None
+    parse_error: str | None = None
+
+    @classmethod
+    def from_raw(
+        cls, *, job_id: str, attempt: int, line_no: int, raw: bytes, **kw: Any
+    ) -> LineEnvelope:
+        """Builds an envelope and parses ``raw`` (see :func:`parse_line`)."""
+        message, error = parse_line(raw)
+        return cls(
+            job_id=job_id,
+            attempt=attempt,
+            line_no=line_no,
+            raw=raw,
+            message=message,
+            parse_error=error,
+            **kw,
+        )
+
+    def to_record(self) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+        """Returns: ``(key, value, headers)`` for ``chat.lines``; value is :attr:`raw` unchanged."""
+        headers = [
+            (wire.HEADER_ATTEMPT, str(self.attempt).encode()),
+            (wire.HEADER_LINE_NO, str(self.line_no).encode()),
+            (wire.HEADER_RECEIVED_AT, self.received_at.isoformat().encode()),
+            (wire.HEADER_TERMINATED, b"1" if self.terminated else b"0"),
+        ]
+        if self.chat_id is not None:
+            headers.append((wire.HEADER_CHAT_ID, self.chat_id.encode()))
+        return self.job_id.encode(), self.raw, headers
+
+    @classmethod
+    def from_record(cls, key: bytes | None, value: bytes | None, headers: Headers) -> LineEnvelope:
+        """Rebuilds an envelope from a ``chat.lines`` record and parses the line.
+
+        Raises:
+            LineRecordError: The key or a required header is missing or malformed.
+        """
+        if not key:
+            raise LineRecordError("record has no key (job id)", header="key")
+        found = {name: val for name, val in headers}
+        chat_id = found.get(wire.HEADER_CHAT_ID)
+        return cls.from_raw(
+            job_id=key.decode("utf-8", errors="strict"),
+            attempt=_int_header(found, wire.HEADER_ATTEMPT),
+            line_no=_int_header(found, wire.HEADER_LINE_NO),
+            raw=value or b"",
+            received_at=_time_header(found, wire.HEADER_RECEIVED_AT),
+            terminated=found.get(wire.HEADER_TERMINATED, b"1") != b"0",
+            chat_id=chat_id.decode() if chat_id else None,
+        )
+
+
+def _int_header(headers: dict[str, bytes], name: str) -> int:
+    try:
+        value = int(headers[name])
+    except (KeyError, ValueError) as exc:
+        raise LineRecordError(f"header {name} missing or not an integer", header=name) from exc
+    if value < 1:
+        raise LineRecordError(f"header {name} must be >= 1, got {value}", header=name)
+    return value
+
+
+def _time_header(headers: dict[str, bytes], name: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(headers[name].decode())
+    except (KeyError, ValueError) as exc:
+        raise LineRecordError(
+            f"header {name} missing or not an ISO timestamp", header=name
+        ) from exc
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+class DeadLetter(BaseModel):
+    """Why a record went to a dead-letter topic; sent as headers beside the original bytes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reason: str
+    source_topic: str
+    source_partition: int | None = None
+    source_offset: int | None = None
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        """Returns: the dead-letter headers (:mod:`models.wire`)."""
+        out = [
+            (wire.HEADER_DLQ_REASON, self.reason.encode()),
+            (wire.HEADER_DLQ_SOURCE_TOPIC, self.source_topic.encode()),
+        ]
+        if self.source_partition is not None:
+            out.append((wire.HEADER_DLQ_SOURCE_PARTITION, str(self.source_partition).encode()))
+        if self.source_offset is not None:
+            out.append((wire.HEADER_DLQ_SOURCE_OFFSET, str(self.source_offset).encode()))
+        return out

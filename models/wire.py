@@ -1,0 +1,61 @@
+"""Wire names: Kafka topics, record headers, stream sentinels and tool names.
+
+Every name that crosses a process boundary lives here, once. Sources:
+``chat-api-interface.md`` (Chat stream message, toolCall object) and ``field-notes.md``
+(lines the interface does not list, tool names and payloads).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# -- Kafka topics (design.md, "Flow") -----------------------------------------------------------
+TOPIC_REQUESTS: Final = "chat.requests"
+TOPIC_LINES: Final = "chat.lines"
+TOPIC_JOB_EVENTS: Final = "chat.job-events"
+TOPIC_CANCELLATIONS: Final = "chat.cancellations"
+TOPIC_ANSWERS: Final = "chat.answers"
+TOPIC_REQUESTS_DLQ: Final = "chat.requests.dlq"
+TOPIC_LINES_DLQ: Final = "chat.lines.dlq"
+
+# -- Headers of a record on TOPIC_LINES (values are ASCII bytes) ---------------------------------
+HEADER_ATTEMPT: Final = "chatscribe-attempt"
+HEADER_LINE_NO: Final = "chatscribe-line-no"
+HEADER_RECEIVED_AT: Final = "chatscribe-received-at"
+"""Receive time as an ISO-8601 UTC timestamp with microseconds."""
+HEADER_TERMINATED: Final = "chatscribe-terminated"
+"""``1`` when the line ended with ``\\n`` on the wire, ``0`` for a truncated last line."""
+HEADER_CHAT_ID: Final = "chatscribe-chat-id"
+
+# -- Headers of a record on a dead-letter topic --------------------------------------------------
+HEADER_DLQ_REASON: Final = "chatscribe-dlq-reason"
+HEADER_DLQ_SOURCE_TOPIC: Final = "chatscribe-dlq-source-topic"
+HEADER_DLQ_SOURCE_PARTITION: Final = "chatscribe-dlq-source-partition"
+HEADER_DLQ_SOURCE_OFFSET: Final = "chatscribe-dlq-source-offset"
+
+# -- Stream sentinels (interface "Events"; field notes "Lines that the interface does not list") -
+ID_CUTOFF: Final = "__cutoff__"
+ID_STATE: Final = "__state__"
+ID_ABORTED: Final = "__aborted__"
+ID_SUSPENDED: Final = "__suspended__"
+ID_USAGE: Final = "__usage__"
+SENTINEL_IDS: Final = frozenset({ID_CUTOFF, ID_STATE, ID_ABORTED, ID_SUSPENDED, ID_USAGE})
+
+GRAPH_FINAL: Final = "final"
+"""``graphPath[0] == "final"`` marks the final consolidated answer (interface, Chat endpoint)."""
+
+# -- Tool names (interface "toolCall object"; field notes "Tool names and payloads") ------------
+TOOL_META: Final = "svcMeta"
+TOOL_SQL: Final = "svcSqlApi"
+HOSTED_TOOL_META: Final = "cubeMeta"
+HOSTED_TOOL_SQL: Final = "cubeSqlApi"
+HOSTED_TOOL_SQL_CHART: Final = "cubeSqlApiWithChart"
+META_TOOL_NAMES: Final = frozenset({TOOL_META, HOSTED_TOOL_META})
+SQL_TOOL_NAMES: Final = frozenset({TOOL_SQL, HOSTED_TOOL_SQL, HOSTED_TOOL_SQL_CHART})
+
+# -- Chat API paths -----------------------------------------------------------------------------
+CHAT_PATH_TEMPLATE: Final = (
+    "/api/v1/public/{cloud_region}/{account_name}/agents/{agent_id}/chat/stream-chat-state"
+)
+ABORT_SUFFIX: Final = "/abort"
+GENERATE_SESSION_PATH: Final = "/api/v1/embed/generate-session"

@@ -1,0 +1,123 @@
+"""Errors raised by ``pipeline``.
+
+Tree (retryability is part of the type: workers and the sink decide with ``isinstance``)::
+
+    PipelineError
+    ├── TransientError                 worth retrying with backoff
+    │   ├── ChatConnectError           no connection to the Chat API, or a timeout
+    │   ├── ChatServerError            HTTP 5xx before the stream started   (status_code)
+    │   ├── StreamBrokenError          the stream ended before it finished  (lines_read)
+    │   └── ArchiveUnavailableError    PostgreSQL unreachable or restarting
+    └── PermanentError                 retrying cannot help
+        ├── ChatClientError            HTTP 4xx                              (status_code)
+        │   ├── ChatAuthError          401
+        │   ├── ChatForbiddenError     403
+        │   └── ChatNotFoundError      404
+        ├── InvalidJobError            a chat.requests record is not a job (topic, partition, offset)
+        └── InvalidRecordError         a record the sink cannot archive    (topic, partition, offset)
+"""
+
+from __future__ import annotations
+
+
+class PipelineError(Exception):
+    """Root of the errors raised by ``pipeline``."""
+
+
+class TransientError(PipelineError):
+    """A failure that may go away: retry with backoff."""
+
+
+class PermanentError(PipelineError):
+    """A failure retrying cannot fix: fail the job or dead-letter the record."""
+
+
+class ChatHttpError(PipelineError):
+    """The Chat API answered with an error status.
+
+    Attributes:
+        status_code: The HTTP status.
+        message: The error message from the body, or the body's start.
+        url: The URL requested.
+    """
+
+    def __init__(self, message: str, *, status_code: int, url: str) -> None:
+        super().__init__(f"HTTP {status_code} from {url}: {message}")
+        self.status_code = status_code
+        self.message = message
+        self.url = url
+
+
+class ChatServerError(ChatHttpError, TransientError):
+    """HTTP 5xx before the stream started."""
+
+
+class ChatClientError(ChatHttpError, PermanentError):
+    """HTTP 4xx: the request is wrong and will stay wrong."""
+
+
+class ChatAuthError(ChatClientError):
+    """HTTP 401: missing or invalid API key."""
+
+
+class ChatForbiddenError(ChatClientError):
+    """HTTP 403: the user does not own the thread."""
+
+
+class ChatNotFoundError(ChatClientError):
+    """HTTP 404: agent, tenant or thread not found."""
+
+
+class ChatConnectError(TransientError):
+    """No connection to the Chat API, or it did not answer in time.
+
+    Attributes:
+        url: The URL requested.
+    """
+
+    def __init__(self, message: str, *, url: str) -> None:
+        super().__init__(f"{message} ({url})")
+        self.url = url
+
+
+class StreamBrokenError(TransientError):
+    """The stream broke after it started (connection reset, read timeout).
+
+    Attributes:
+        url: The URL requested.
+        lines_read: Lines received before the break.
+    """
+
+    def __init__(self, message: str, *, url: str, lines_read: int) -> None:
+        super().__init__(f"{message} after {lines_read} lines ({url})")
+        self.url = url
+        self.lines_read = lines_read
+
+
+class ArchiveUnavailableError(TransientError):
+    """PostgreSQL is unreachable or restarting."""
+
+
+class _RecordError(PermanentError):
+    def __init__(self, message: str, *, topic: str, partition: int, offset: int) -> None:
+        super().__init__(f"{message} (topic={topic} partition={partition} offset={offset})")
+        self.reason = message
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+
+class InvalidJobError(_RecordError):
+    """A ``chat.requests`` record is not a valid chat job.
+
+    Attributes:
+        reason, topic, partition, offset: What is wrong and where the record is.
+    """
+
+
+class InvalidRecordError(_RecordError):
+    """A record the sink cannot archive.
+
+    Attributes:
+        reason, topic, partition, offset: What is wrong and where the record is.
+    """

@@ -1,0 +1,63 @@
+"""Process configuration, read once from ``CHATSCRIBE_*`` environment variables.
+
+One frozen :class:`Settings` per process, built at the edge (the CLI) and passed down; nothing
+deeper reads ``os.environ``. Defaults match what ``ops/services.sh`` starts.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from models import wire
+
+DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:19092"
+DEFAULT_DATABASE_URL = "postgresql+psycopg://chatscribe:chatscribe@127.0.0.1:15432/chatscribe"
+DEFAULT_CHAT_URL = "http://127.0.0.1:8400" + wire.CHAT_PATH_TEMPLATE.format(
+    cloud_region="local", account_name="demo", agent_id="1"
+)
+DEFAULT_API_KEY = "demo-key"
+MAX_RECORD_BYTES = 32 * 1024 * 1024
+"""Largest Kafka record; the broker's ``message.max.bytes`` in ``ops/`` matches it."""
+
+
+class Settings(BaseSettings):
+    """Pipeline settings (worker, sink, batch, CLI).
+
+    Attributes:
+        kafka_bootstrap: ``host:port[,host:port]`` of the Kafka brokers.
+        database_url: SQLAlchemy URL of the PostgreSQL archive (``postgresql+psycopg://``).
+        database_schema: PostgreSQL schema holding the archive tables.
+        topic_prefix: Prepended to every topic name (tests use a unique one).
+        chat_url: Default full URL of the Chat API's chat endpoint.
+        api_key: Chat API key sent as ``Authorization: Api-Key <key>``.
+        worker_concurrency: Streams one worker process drives at once.
+        connect_timeout_s, read_timeout_s: httpx timeouts for the Chat API.
+        job_deadline_s: Default seconds a job's stream may run before the worker aborts it.
+        sink_batch_max_records, sink_batch_wait_ms: Sink batching: records per ``getmany``
+            and how long to wait for them.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="CHATSCRIBE_", frozen=True, extra="ignore")
+
+    kafka_bootstrap: str = DEFAULT_KAFKA_BOOTSTRAP
+    database_url: SecretStr = SecretStr(DEFAULT_DATABASE_URL)
+    database_schema: str = Field(default="public", pattern=r"^[a-z_][a-z0-9_]*$")
+    topic_prefix: str = ""
+    chat_url: str = DEFAULT_CHAT_URL
+    api_key: SecretStr = SecretStr(DEFAULT_API_KEY)
+    worker_id: str | None = None
+    worker_group: str = "chatscribe-worker"
+    sink_group: str = "chatscribe-sink"
+    worker_concurrency: int = Field(default=8, ge=1, le=1000)
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    read_timeout_s: float = Field(default=120.0, gt=0)
+    job_deadline_s: float = Field(default=300.0, gt=0)
+    sink_batch_max_records: int = Field(default=5000, ge=1)
+    sink_batch_wait_ms: int = Field(default=200, ge=0)
+    max_record_bytes: int = MAX_RECORD_BYTES
+    metrics_port: int | None = None
+
+    def topic(self, name: str) -> str:
+        """Returns: the topic ``name`` (a :mod:`models.wire` constant) with the prefix applied."""
+        return f"{self.topic_prefix}{name}"
