@@ -13,8 +13,8 @@ Tree (retryability is part of the type: workers and the sink decide with ``isins
         │   ├── ChatAuthError          401
         │   ├── ChatForbiddenError     403
         │   └── ChatNotFoundError      404
-        ├── InvalidJobError            a chat.requests record is not a job (topic, partition, offset)
-        └── InvalidRecordError         a record the sink cannot archive    (topic, partition, offset)
+        ├── InvalidJobError         a chat.requests record is not a job (topic, partition, offset)
+        └── InvalidRecordError      a record the sink cannot archive    (topic, partition, offset)
 """
 
 from __future__ import annotations
