@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FieldSerializationInfo,
+    SecretStr,
+    ValidationError,
+    field_serializer,
+)
 
 from models import wire
 from models.chat import SessionSettings, StreamMessage
@@ -52,6 +60,9 @@ class ChatJob(_Record):
         active_branch_name, is_default_branch: Data-model branch (interface, "1. Chat").
         deadline_s: Seconds the worker allows the stream before aborting it.
         submitted_at: When the job was submitted (UTC).
+        api_key: Chat API key for this job, when it is not the worker's own. It travels in the
+            ``chat.requests`` value only (:meth:`to_value`); every other serialisation (events,
+            logs, the archive) leaves it out.
     """
 
     job_id: str = Field(min_length=1)
@@ -65,6 +76,23 @@ class ChatJob(_Record):
     is_default_branch: bool | None = None
     deadline_s: float | None = Field(default=None, gt=0)
     submitted_at: datetime = Field(default_factory=utc_now)
+    api_key: SecretStr | None = Field(default=None, repr=False)
+
+    @field_serializer("api_key", when_used="json")
+    def _reveal_only_on_request(
+        self, value: SecretStr | None, info: FieldSerializationInfo
+    ) -> str | None:
+        reveal = isinstance(info.context, dict) and info.context.get("reveal_secrets") is True
+        return value.get_secret_value() if value is not None and reveal else None
+
+    def to_value(self) -> bytes:
+        """Returns: the ``chat.requests`` value, UTF-8 JSON, with :attr:`api_key` included."""
+        dumped = self.model_dump_json(exclude_none=True, context={"reveal_secrets": True})
+        return dumped.encode()
+
+    def without_secrets(self) -> ChatJob:
+        """Returns: a copy without :attr:`api_key`, to embed in events."""
+        return self.model_copy(update={"api_key": None})
 
     @classmethod
     def from_value(cls, value: bytes) -> ChatJob:

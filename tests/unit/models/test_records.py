@@ -103,3 +103,15 @@ def test_line_record_without_required_header_is_rejected(missing: str) -> None:
 def test_line_record_without_key_is_rejected() -> None:
     with pytest.raises(LineRecordError, match="no key"):
         LineEnvelope.from_record(None, b"{}", [])
+
+
+def test_job_api_key_travels_in_the_request_value_only() -> None:
+    job = _job(api_key="secret-key")
+    assert b"secret-key" in job.to_value()
+    again = ChatJob.from_value(job.to_value())
+    assert again.api_key is not None
+    assert again.api_key.get_secret_value() == "secret-key"
+    event = JobEvent(job_id="j1", run_id="r1", kind="accepted", job=job)
+    assert b"secret-key" not in event.to_value()
+    assert "secret-key" not in repr(job)
+    assert job.without_secrets().api_key is None
