@@ -1,0 +1,181 @@
+"""Runs in the archive: record a run, follow its progress, read its results.
+
+A database module (SQLAlchemy). The tables are created by the Alembic migration
+(``migrations/``); their columns are described in ``models/archive.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, text
+
+TERMINAL_STATUSES = ("completed", "failed", "aborted")
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """How far a run has got.
+
+    Attributes:
+        expected: Jobs submitted.
+        known: Jobs the archive has a row for.
+        finished: Jobs with a terminal status whose lines are all archived and normalised.
+        by_status: Job count per status (``submitted``, ``running``, ``completed``, ...).
+    """
+
+    expected: int
+    known: int
+    finished: int
+    by_status: dict[str, int]
+
+    @property
+    def done(self) -> bool:
+        """True when every expected job is finished."""
+        return self.finished >= self.expected
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """One job's outcome as the archive holds it (a row of the run report)."""
+
+    job_id: str
+    run_id: str
+    persona: str | None
+    question: str
+    identity: str | None
+    status: str
+    chat_id: str | None
+    final_answer: str | None
+    answer_source: str | None
+    sql: tuple[str, ...]
+    total_rows: tuple[int | None, ...]
+    error: str | None
+    http_status: int | None
+    line_count: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns: the ``--json`` object of ``chatscribe batch`` (times as ISO strings)."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["sql"] = list(self.sql)
+        out["total_rows"] = list(self.total_rows)
+        for key in ("started_at", "finished_at"):
+            value = out[key]
+            out[key] = value.isoformat() if value is not None else None
+        return out
+
+
+def record_run(
+    connection: Connection,
+    *,
+    schema: str,
+    run_id: str,
+    name: str | None,
+    source_file: str | None,
+    chat_url: str,
+    job_count: int,
+    created_by: str,
+    options: dict[str, Any],
+) -> None:
+    """Inserts the ``runs`` row (idempotent on ``run_id``)."""
+    connection.execute(
+        text(
+            f'INSERT INTO "{schema}".runs (run_id, name, source_file, chat_url, created_at,'
+            " created_by, job_count, options) VALUES (:run_id, :name, :source_file, :chat_url,"
+            " now(), :created_by, :job_count, CAST(:options AS jsonb))"
+            " ON CONFLICT (run_id) DO NOTHING"
+        ),
+        {
+            "run_id": run_id,
+            "name": name,
+            "source_file": source_file,
+            "chat_url": chat_url,
+            "created_by": created_by,
+            "job_count": job_count,
+            "options": json.dumps(options),
+        },
+    )
+
+
+def run_progress(engine: Engine, *, schema: str, run_id: str, expected: int) -> RunProgress:
+    """Counts a run's jobs by status. ``finished`` needs the job normalised at its last attempt."""
+    query = text(
+        f"SELECT status, count(*) AS n, count(*) FILTER (WHERE normalised_attempt IS NOT NULL"
+        f' AND normalised_attempt = last_attempt) AS normalised FROM "{schema}".jobs'
+        " WHERE run_id = :run_id GROUP BY status"
+    )
+    with engine.connect() as connection:
+        rows = connection.execute(query, {"run_id": run_id}).all()
+    by_status = {row.status: int(row.n) for row in rows}
+    finished = sum(int(r.normalised) for r in rows if r.status in TERMINAL_STATUSES)
+    return RunProgress(
+        expected=expected, known=sum(by_status.values()), finished=finished, by_status=by_status
+    )
+
+
+_RESULTS = """
+SELECT j.job_id, j.run_id, j.persona, j.question, j.identity, j.status, j.chat_id, j.error,
+       j.http_status, j.line_count, j.started_at, j.finished_at,
+       a.content AS final_answer, a.source AS answer_source,
+       coalesce(q.sql, ARRAY[]::text[]) AS sql, coalesce(q.total_rows, ARRAY[]::int[]) AS total_rows
+FROM "{schema}".jobs j
+LEFT JOIN "{schema}".answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
+LEFT JOIN LATERAL (
+    SELECT array_agg(s.sql_query ORDER BY m.first_line) AS sql,
+           array_agg(s.total_rows ORDER BY m.first_line) AS total_rows
+    FROM "{schema}".sql_queries s
+    JOIN "{schema}".messages m USING (job_id, attempt, message_id)
+    WHERE s.job_id = j.job_id AND s.attempt = j.last_attempt
+) q ON true
+WHERE j.run_id = :run_id
+ORDER BY j.submitted_at, j.job_id
+"""
+
+
+def run_results(engine: Engine, *, schema: str, run_id: str) -> list[JobResult]:
+    """Reads every job of a run with its final answer and SQL, in submission order."""
+    with engine.connect() as connection:
+        rows = connection.execute(text(_RESULTS.format(schema=schema)), {"run_id": run_id}).all()
+    return [_result(row._mapping) for row in rows]
+
+
+def _result(row: Any) -> JobResult:
+    return JobResult(
+        job_id=row["job_id"],
+        run_id=row["run_id"],
+        persona=row["persona"],
+        question=row["question"],
+        identity=row["identity"],
+        status=row["status"],
+        chat_id=row["chat_id"],
+        final_answer=row["final_answer"],
+        answer_source=row["answer_source"],
+        sql=tuple(row["sql"]),
+        total_rows=tuple(row["total_rows"]),
+        error=row["error"],
+        http_status=row["http_status"],
+        line_count=row["line_count"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+    )
+
+
+def count_rows(
+    engine: Engine, *, schema: str, run_id: str, tables: Sequence[str]
+) -> dict[str, int]:
+    """Counts a run's rows in archive tables keyed by ``job_id`` (for the report's footer)."""
+    counts = {}
+    with engine.connect() as connection:
+        for table in tables:
+            query = text(
+                f'SELECT count(*) FROM "{schema}"."{table}" t JOIN "{schema}".jobs j'
+                " USING (job_id) WHERE j.run_id = :run_id"
+            )
+            counts[table] = int(connection.execute(query, {"run_id": run_id}).scalar_one())
+    return counts
