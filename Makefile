@@ -1,0 +1,68 @@
+# chatscribe: one set of commands for people and CI (.ci/run runs `make test`).
+#
+#   make test             venv + real Kafka and PostgreSQL (ops/services.sh up), then pytest
+#   make check            ruff format --check, ruff check, mypy, then `make test`
+#   make demo             venv + services, then `chatscribe demo examples/questions.yaml`
+#   make services-up | services-down | services-status
+#   make fmt | bench | clean
+#
+# Every target is safe to run twice: the venv is (re)installed only when pyproject.toml changes,
+# and `ops/services.sh up` leaves running services alone.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+PY = $(VENV)/bin/python
+STAMP = $(VENV)/.installed
+SERVICES = ops/services.sh
+PYTEST_ARGS ?=
+
+.PHONY: help venv services-up services-down services-status demo test lint check fmt bench clean
+
+help:
+	@sed -n '3,8p' Makefile | sed 's/^# \{0,1\}//'
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml ops/bootstrap-python.sh
+	ops/bootstrap-python.sh $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --disable-pip-version-check --progress-bar off -e '.[dev]'
+	touch $@
+
+services-up:
+	$(SERVICES) up
+
+services-down:
+	$(SERVICES) down
+
+services-status:
+	$(SERVICES) status
+
+demo: venv services-up
+	$(VENV)/bin/chatscribe demo examples/questions.yaml
+
+test: venv services-up
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+check: lint
+	$(MAKE) --no-print-directory test
+
+fmt: venv
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: venv services-up
+	$(PY) -m bench
+
+# Caches and build output only: the venv and the services' state (ops/services.sh down) stay.
+clean:
+	rm -rf .mypy_cache .ruff_cache .pytest_cache build dist
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
