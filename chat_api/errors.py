@@ -1,0 +1,184 @@
+"""Errors raised by our Chat API implementation.
+
+Every error of the package derives from one root, so the HTTP layer can turn any of them into a
+tool result with an ``error`` member (``chat-api-interface.md``, "Errors": a failed tool returns
+a result whose JSON has an ``error`` property) with one ``except`` clause::
+
+    ChatApiError
+     ├── ModelError              the semantic data model (YAML) is invalid: file, path, message
+     ├── SemanticSqlError        a Semantic SQL query was refused: code, message
+     │    └── AccessDeniedError  the user may not query a view at all (code ``access_denied``)
+     ├── QueryExecutionError     DuckDB failed or timed out while running a compiled query
+     └── RequestError            the server refuses an HTTP request: status_code, message
+          ├── InvalidRequestError   400: body or parameters invalid
+          ├── UnauthorizedError     401: API key missing or wrong
+          ├── BodyTooLargeError     413: body over the size limit (max_bytes)
+          ├── ThreadOwnerError      403: another user owns the thread (chat_id)
+          ├── NotFoundError         404: agent, tenant or thread unknown
+          │    └── ThreadNotFoundError   (chat_id)
+          └── ThreadBusyError       409: the thread already has a running turn (chat_id)
+
+The HTTP layer answers a ``RequestError`` with its status and ``{"error", "status"}``; the others
+become tool results. The model and query errors are permanent for the query that raised them:
+retrying the same query with the same user gives the same answer, so none is marked transient.
+"""
+
+from __future__ import annotations
+
+
+class ChatApiError(Exception):
+    """Root of every error raised by ``chat_api``."""
+
+
+class ModelError(ChatApiError):
+    """The semantic data model is invalid.
+
+    Attributes:
+        file: The YAML file holding the faulty definition (``"flights.yml"``), or ``""`` when the
+            problem spans files (for example a view naming a cube defined nowhere).
+        path: Where in the model, as a dotted path (``"cubes.flights.joins.airlines.sql"``).
+        message: What is wrong, for a human.
+    """
+
+    def __init__(self, message: str, *, file: str = "", path: str = "") -> None:
+        self.file = file
+        self.path = path
+        self.message = message
+        where = ":".join(part for part in (file, path) if part)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class SemanticSqlError(ChatApiError):
+    """A Semantic SQL query was refused before it reached the warehouse.
+
+    Attributes:
+        code: A stable machine-readable reason, one of ``parse_error``, ``multiple_statements``,
+            ``not_select``, ``unsupported_syntax``, ``unknown_view``, ``unknown_member``,
+            ``ambiguous_member``, ``hidden_member``, ``access_denied``, ``forbidden_function``,
+            ``forbidden_name``, ``measure_outside_measure``, ``not_a_measure``,
+            ``missing_group_by``.
+        message: A helpful explanation meant to be shown to the agent, naming the member, view or
+            function at fault and how to fix the query where there is a fix.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        self.message = message
+        super().__init__(f"{code}: {message}")
+
+
+class AccessDeniedError(SemanticSqlError):
+    """The user may not query a view: no access policy matches, or a policy needs an unset value.
+
+    Attributes:
+        view: The view that was refused.
+        reason: Why, for a human (``"no access policy of cube flights matches the user"``).
+    """
+
+    def __init__(self, view: str, reason: str) -> None:
+        self.view = view
+        self.reason = reason
+        super().__init__("access_denied", f"access to view {view} denied: {reason}")
+
+
+class QueryExecutionError(ChatApiError):
+    """DuckDB failed to run a compiled query, or the query ran past its time limit.
+
+    Attributes:
+        message: DuckDB's message (or the timeout), for a human.
+        sql: The DuckDB SQL that failed.
+        timed_out: True when the query was interrupted after ``timeout_s``.
+    """
+
+    def __init__(self, message: str, *, sql: str, timed_out: bool = False) -> None:
+        self.message = message
+        self.sql = sql
+        self.timed_out = timed_out
+        super().__init__(message)
+
+
+class RequestError(ChatApiError):
+    """A request the server refuses; the HTTP layer answers ``{"error", "status"}``.
+
+    Attributes:
+        message: What is wrong, precise enough to fix the request.
+        status_code: The HTTP status (interface, "Errors").
+    """
+
+    status_code = 400
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+
+class InvalidRequestError(RequestError):
+    """400: invalid request body or parameters (interface, "Errors")."""
+
+    status_code = 400
+
+
+class UnauthorizedError(RequestError):
+    """401: invalid or missing API key (interface, "Errors")."""
+
+    status_code = 401
+
+
+class NotFoundError(RequestError):
+    """404: agent, tenant or chat thread not found (interface, "Errors")."""
+
+    status_code = 404
+
+
+class ThreadNotFoundError(NotFoundError):
+    """404: no thread with this chatId, or (for chat) one owned by another user.
+
+    Attributes:
+        chat_id: The chatId asked for.
+    """
+
+    def __init__(self, chat_id: str) -> None:
+        self.chat_id = chat_id
+        super().__init__(f"chat thread not found: chatId {chat_id!r}")
+
+
+class ThreadOwnerError(RequestError):
+    """403: the user does not own the chat thread (interface, "Errors", abort only).
+
+    Attributes:
+        chat_id: The thread's chatId.
+    """
+
+    status_code = 403
+
+    def __init__(self, chat_id: str) -> None:
+        self.chat_id = chat_id
+        super().__init__(f"the user does not own chat thread {chat_id!r}")
+
+
+class ThreadBusyError(RequestError):
+    """409: a turn is already streaming on this thread (field notes, "Threads").
+
+    Attributes:
+        chat_id: The thread's chatId.
+    """
+
+    status_code = 409
+
+    def __init__(self, chat_id: str) -> None:
+        self.chat_id = chat_id
+        super().__init__("Streaming for thread is in progress")
+
+
+class BodyTooLargeError(RequestError):
+    """413: the request body is larger than the server accepts.
+
+    Attributes:
+        max_bytes: The largest body accepted, in bytes.
+    """
+
+    status_code = 413
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        super().__init__(f"request body larger than {max_bytes} bytes")
