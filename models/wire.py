@@ -43,6 +43,10 @@ SENTINEL_IDS: Final = frozenset({ID_CUTOFF, ID_STATE, ID_ABORTED, ID_SUSPENDED, 
 
 GRAPH_FINAL: Final = "final"
 """``graphPath[0] == "final"`` marks the final consolidated answer (interface, Chat endpoint)."""
+GRAPH_AGENT: Final = "svc_data_analyst_agent"
+"""``graphPath[0]`` of the agent's own messages (thinking, content deltas, tool calls)."""
+GRAPH_TOOLS: Final = "tools"
+"""``graphPath[1]`` of a tool-call message: ``[GRAPH_AGENT, GRAPH_TOOLS]``."""
 
 # -- Tool names (interface "toolCall object"; field notes "Tool names and payloads") ------------
 TOOL_META: Final = "svcMeta"

@@ -1,0 +1,330 @@
+"""One turn of the analytics agent, as the stream messages it produces.
+
+The agent is deterministic (no language model): the planner maps the question to a Semantic SQL
+query, the metadata search and the SQL tool run it against the warehouse under the user's
+row-level security, and the answer is composed from the rows. A turn is a generator of NDJSON
+line objects in this order (interface, "Response", "Events"; field notes, "Lines that the
+interface does not list")::
+
+    __cutoff__                 sort 0, state {chatId, isStreaming: true}
+    user message               the question
+    thinking deltas            development mode only, then the complete thinking message
+    svcMeta  (input, result)   metadata search; graphPath [agent, "tools"]
+    svcSqlApi (input, result)  only when the question was planned; a failure is a tool error
+    content deltas             the answer in chunks, isInProcess true
+    final answer               graphPath ["final"], isDelta false, isInProcess false
+    __state__                  state {chatId, isStreaming: false, messages}
+    __usage__                  last: llmCalls 0, tokens 0, sqlQueries
+
+The generator blocks (planning, DuckDB): the HTTP layer drives it from a worker thread, paces it
+and stops it on abort, ending the stream with :meth:`Turn.aborted_lines` instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from chat_api.answers import compose_answer, compose_cannot_answer, vega_spec
+from chat_api.compiler import CompiledQuery, compile_semantic_sql
+from chat_api.errors import QueryExecutionError, SemanticSqlError
+from chat_api.planner import CannotAnswer, Plan, QuerySpec, plan_question
+from chat_api.policies import UserContext
+from chat_api.search import search_members
+from chat_api.semantic import SemanticModel
+from chat_api.vocabulary import Vocabulary
+from chat_api.warehouse import QueryResult, Warehouse
+from models import wire
+
+logger = logging.getLogger(__name__)
+
+Line = dict[str, Any]
+"""One NDJSON line as a JSON object (validates as :class:`models.chat.StreamMessage`)."""
+
+DELTA_CHARS = 40
+"""Content deltas end at a sentence end or after about this many characters."""
+_TOKEN = re.compile(r"\s*\S+\s*")
+_SENTENCE_END = re.compile(r"[.!?:]\s+$")
+
+
+@dataclass(frozen=True)
+class Toolbox:
+    """What the agent works with, shared by every turn.
+
+    Attributes:
+        model: The semantic data model (views, members, access policies).
+        vocabulary: Words of the data the planner recognises (carriers, airports, months).
+        warehouse: Runs compiled queries on the DuckDB file.
+    """
+
+    model: SemanticModel
+    vocabulary: Vocabulary
+    warehouse: Warehouse
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """One question on a thread.
+
+    Attributes:
+        chat_id: The thread's chatId, announced in ``__cutoff__``.
+        question: The user's input.
+        user: Identity for row-level security.
+        memory_id: The thread's ``memoryId`` for the SQL tool.
+        previous: The thread's last query, the context of a follow-up question.
+        history: Summaries of the thread's earlier messages, for ``__state__``.
+        development_mode: Stream ``thinking`` lines.
+        row_limit: Most rows in the SQL tool result's ``data``.
+    """
+
+    chat_id: str
+    question: str
+    user: UserContext
+    memory_id: str
+    previous: QuerySpec | None = None
+    history: tuple[dict[str, Any], ...] = ()
+    development_mode: bool = True
+    row_limit: int = 100
+
+
+class Turn:
+    """One turn of the agent; :meth:`lines` runs it.
+
+    After :meth:`lines` is exhausted (or stopped), the attributes tell what happened:
+
+    Attributes:
+        spec: The query answered, or None (cannot answer, failed query, not run yet).
+        answer: The final answer text, once its line was produced.
+        sql_queries: Queries sent to the warehouse.
+    """
+
+    def __init__(self, request: TurnRequest, *, toolbox: Toolbox) -> None:
+        self.request = request
+        self._toolbox = toolbox
+        self._sort = 0
+        self._user_id = str(uuid.uuid4())
+        self._final_id = str(uuid.uuid4())
+        self.spec: QuerySpec | None = None
+        self.answer: str | None = None
+        self.sql_queries = 0
+
+    def lines(self) -> Generator[Line, None, None]:
+        """Runs the turn.
+
+        Yields:
+            Line objects in the order of the module docstring, ``sort`` increasing from 0.
+
+        Raises:
+            ChatApiError: An unexpected failure of search or planning (compile and query
+                failures become tool errors instead).
+        """
+        request = self.request
+        yield self._line(wire.ID_CUTOFF, role="assistant", state=self._state(streaming=True))
+        yield self._line(self._user_id, role="user", content=request.question)
+        outcome = plan_question(
+            request.question, vocabulary=self._toolbox.vocabulary, previous=request.previous
+        )
+        reasoning: Sequence[str]
+        if isinstance(outcome, CannotAnswer):
+            reasoning, search_query = (outcome.reason,), request.question
+        else:
+            reasoning, search_query = outcome.reasoning, outcome.search_query
+        if request.development_mode:
+            yield from self._thinking(reasoning)
+        yield from self._meta_tool(search_query)
+        if isinstance(outcome, CannotAnswer):
+            answer = compose_cannot_answer(outcome)
+        else:
+            answer = yield from self._sql_tool(outcome)
+        yield from self._answer(answer)
+        yield self._line(wire.ID_STATE, state=self._state(streaming=False))
+        yield self.usage_line()
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """Returns: ``{"id", "role", "content"}`` of the question and, once given, the answer."""
+        found = [{"id": self._user_id, "role": "user", "content": self.request.question}]
+        if self.answer is not None:
+            found.append({"id": self._final_id, "role": "assistant", "content": self.answer})
+        return found
+
+    def aborted_lines(self) -> list[Line]:
+        """Returns: the ``__aborted__`` line then ``__usage__``, to end an aborted stream
+        (field notes, "Lines that the interface does not list")."""
+        aborted = self._line(
+            wire.ID_ABORTED, type="abort", code="chat_aborted", message="Chat aborted by the user"
+        )
+        return [aborted, self.usage_line()]
+
+    def usage_line(self) -> Line:
+        """Returns: the ``__usage__`` line; a deterministic agent makes no model calls."""
+        usage = {"llmCalls": 0, "inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
+        return self._line(wire.ID_USAGE, usage={**usage, "sqlQueries": self.sql_queries})
+
+    # -- lines -----------------------------------------------------------------------------------
+
+    def _line(self, line_id: str, **fields: Any) -> Line:
+        line: Line = {"id": line_id, **fields, "sort": self._sort}
+        self._sort += 1
+        return line
+
+    def _state(self, *, streaming: bool) -> dict[str, Any]:
+        state: dict[str, Any] = {"chatId": self.request.chat_id, "isStreaming": streaming}
+        if not streaming:
+            state["messages"] = [*self.request.history, *self.summaries()]
+        return state
+
+    def _thinking(self, sentences: Sequence[str]) -> Iterator[Line]:
+        thinking_id = str(uuid.uuid4())
+        parts = [s if i == 0 else f" {s}" for i, s in enumerate(sentences)]
+        for part in parts:
+            yield self._agent_line(thinking_id, thinking=part, isDelta=True, isInProcess=True)
+        if parts:
+            whole = "".join(parts)
+            yield self._agent_line(thinking_id, thinking=whole, isDelta=False, isInProcess=False)
+
+    def _agent_line(self, line_id: str, **fields: Any) -> Line:
+        return self._line(line_id, role="assistant", **fields, graphPath=[wire.GRAPH_AGENT])
+
+    def _tool_lines(self, name: str, payload: dict[str, Any]) -> Generator[Line, Any, str]:
+        """Yields the tool call's input line; the caller sends the result via :meth:`_result`."""
+        call_id = str(uuid.uuid4())
+        call = {"name": name, "input": json.dumps(payload)}
+        yield self._tool_line(call_id, call, in_process=True)
+        return call_id
+
+    def _tool_line(self, call_id: str, call: dict[str, str], *, in_process: bool) -> Line:
+        return self._line(
+            call_id,
+            role="assistant",
+            toolCall=call,
+            isInProcess=in_process,
+            graphPath=[wire.GRAPH_AGENT, wire.GRAPH_TOOLS],
+        )
+
+    def _meta_tool(self, search_query: str) -> Iterator[Line]:
+        payload = {"searchQuery": search_query}
+        call_id = yield from self._tool_lines(wire.TOOL_META, payload)
+        found = search_members(self._toolbox.model, search_query, self.request.user)
+        call = {"name": wire.TOOL_META, "input": json.dumps(payload), "result": json.dumps(found)}
+        yield self._tool_line(call_id, call, in_process=False)
+
+    def _sql_tool(self, plan: Plan) -> Generator[Line, Any, str]:
+        """Compiles and runs the plan's query; a refusal or failure becomes a tool error."""
+        compiled, error = self._compile(plan)
+        payload = self._sql_input(plan, compiled)
+        call_id = yield from self._tool_lines(wire.TOOL_SQL, payload)
+        call = {"name": wire.TOOL_SQL, "input": json.dumps(payload)}
+        result: QueryResult | None = None
+        if compiled is not None:
+            result, error = self._run(compiled)
+        if result is None:
+            call["result"] = json.dumps(error)
+            yield self._tool_line(call_id, call, in_process=False)
+            logger.info("sql tool failed chat_id=%s code=%s", self.request.chat_id, error["code"])
+            return f"I could not answer that: the query “{plan.title}” failed ({error['error']})."
+        self.spec = plan.spec
+        call["result"] = json.dumps(self._sql_result(payload, result))
+        yield self._tool_line(call_id, call, in_process=False)
+        return compose_answer(
+            plan, columns=result.columns, rows=result.rows, total_rows=result.total_rows
+        )
+
+    def _compile(self, plan: Plan) -> tuple[CompiledQuery | None, dict[str, Any]]:
+        try:
+            compiled = compile_semantic_sql(
+                plan.semantic_sql, model=self._toolbox.model, user=self.request.user
+            )
+        except SemanticSqlError as exc:
+            return None, {"error": exc.message, "code": exc.code}
+        return compiled, {}
+
+    def _run(self, compiled: CompiledQuery) -> tuple[QueryResult | None, dict[str, Any]]:
+        self.sql_queries += 1
+        try:
+            result = self._toolbox.warehouse.run(compiled, row_limit=self.request.row_limit)
+        except QueryExecutionError as exc:
+            code = "query_timeout" if exc.timed_out else "query_failed"
+            return None, {"error": exc.message, "code": code}
+        return result, {}
+
+    def _sql_input(self, plan: Plan, compiled: CompiledQuery | None) -> dict[str, Any]:
+        payload = {
+            "sqlQuery": plan.semantic_sql,
+            "queryTitle": plan.title,
+            "description": plan.description,
+            "userRequest": self.request.question,
+            "memoryId": self.request.memory_id,
+        }
+        if compiled is not None:
+            payload["vegaSpec"] = json.dumps(vega_spec(plan, columns=compiled.columns))
+        return payload
+
+    def _sql_result(self, payload: dict[str, Any], result: QueryResult) -> dict[str, Any]:
+        found = {
+            key: payload[key] for key in ("sqlQuery", "queryTitle", "description", "userRequest")
+        }
+        found["schema"] = [{"name": n, "column_type": t} for n, t in result.columns]
+        found["data"] = [list(row) for row in result.rows[: self.request.row_limit]]
+        found["totalRows"] = result.total_rows
+        found["uuid"] = str(uuid.uuid4())
+        if "vegaSpec" in payload:
+            found["vegaSpec"] = payload["vegaSpec"]
+        return found
+
+    def _answer(self, answer: str) -> Iterator[Line]:
+        delta_id = str(uuid.uuid4())
+        for chunk in answer_chunks(answer):
+            yield self._agent_line(delta_id, content=chunk, isDelta=True, isInProcess=True)
+        self.answer = answer
+        yield self._line(
+            self._final_id,
+            role="assistant",
+            content=answer,
+            isDelta=False,
+            isInProcess=False,
+            graphPath=[wire.GRAPH_FINAL],
+        )
+
+
+def answer_chunks(text: str, *, size: int = DELTA_CHARS) -> list[str]:
+    """Splits an answer into content deltas.
+
+    Args:
+        text: The whole answer.
+        size: A chunk ends after at least this many characters at a word boundary, or earlier
+            at a sentence end.
+
+    Returns:
+        Chunks whose concatenation is exactly ``text`` (empty list for empty text).
+    """
+    chunks: list[str] = []
+    current = ""
+    for token in _TOKEN.findall(text) or ([text] if text else []):
+        current += token
+        if len(current) >= size or _SENTENCE_END.search(current):
+            chunks.append(current)
+            current = ""
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def snapshot_lines(chat_id: str, messages: Sequence[dict[str, Any]]) -> list[Line]:
+    """The stream for a chat request without ``input``: the thread's current state
+    (interface, "1. Chat": "When omitted, the response returns the current state").
+
+    Returns:
+        ``__cutoff__`` (not streaming), ``__state__`` with ``messages``, ``__usage__``.
+    """
+    state = {"chatId": chat_id, "isStreaming": False}
+    usage = {"llmCalls": 0, "inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
+    return [
+        {"id": wire.ID_CUTOFF, "role": "assistant", "sort": 0, "state": state},
+        {"id": wire.ID_STATE, "sort": 1, "state": {**state, "messages": list(messages)}},
+        {"id": wire.ID_USAGE, "sort": 2, "usage": {**usage, "sqlQueries": 0}},
+    ]
