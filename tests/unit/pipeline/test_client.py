@@ -1,0 +1,237 @@
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import aclosing
+
+import httpx
+import pytest
+
+from models.chat import AbortRequest, ChatRequest, GenerateSessionRequest
+from pipeline.client import ChatClient, StreamLine, error_message
+from pipeline.errors import (
+    ChatAuthError,
+    ChatClientError,
+    ChatConnectError,
+    ChatForbiddenError,
+    ChatHttpError,
+    ChatNotFoundError,
+    ChatServerError,
+    PermanentError,
+    StreamBrokenError,
+    TransientError,
+)
+
+URL = "http://chat.test/api/v1/public/local/demo/agents/1/chat/stream-chat-state"
+REQUEST = ChatRequest.model_validate(
+    {"input": "How many flights?", "sessionSettings": {"externalId": "analyst-1"}}
+)
+SESSION_REQUEST = GenerateSessionRequest(external_id="u1")
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def _client(handler: Handler) -> ChatClient:
+    return ChatClient(api_key="k-123", transport=httpx.MockTransport(handler))
+
+
+async def _chunks(parts: Iterable[bytes], error: Exception | None = None) -> AsyncIterator[bytes]:
+    for part in parts:
+        yield part
+    if error is not None:
+        raise error
+
+
+async def _collect(client: ChatClient) -> list[StreamLine]:
+    async with client, aclosing(client.stream_chat(URL, REQUEST)) as lines:
+        return [line async for line in lines]
+
+
+async def _collect_into(client: ChatClient, got: list[StreamLine]) -> None:
+    async with client, aclosing(client.stream_chat(URL, REQUEST)) as lines:
+        async for line in lines:
+            got.append(line)
+
+
+async def test_stream_chat_sends_api_key_json_content_type_and_wire_body() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, content=b'{"id":"__cutoff__"}\n')
+
+    await _collect(_client(handler))
+    (request,) = seen
+    assert request.method == "POST"
+    assert str(request.url) == URL
+    assert request.headers["authorization"] == "Api-Key k-123"
+    assert request.headers["content-type"] == "application/json"
+    assert json.loads(request.content) == {
+        "input": "How many flights?",
+        "sessionSettings": {"externalId": "analyst-1"},
+    }
+
+
+async def test_stream_chat_numbers_lines_from_one_across_chunks_and_parses_them() -> None:
+    parts = [b'{"id":"__cut', b'off__","state":{"chatId":"c1"}}\n\xff\n', b'{"content":"a"}']
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=_chunks(parts))
+
+    lines = await _collect(_client(handler))
+    assert [(x.line_no, x.raw, x.terminated) for x in lines] == [
+        (1, b'{"id":"__cutoff__","state":{"chatId":"c1"}}', True),
+        (2, b"\xff", True),
+        (3, b'{"content":"a"}', False),
+    ]
+    assert lines[0].message is not None
+    assert lines[0].message.chat_id == "c1"
+    assert lines[1].message is None
+    assert lines[1].parse_error is not None
+    assert lines[1].parse_error.startswith("invalid UTF-8")
+    assert all(x.received_at.tzinfo is not None for x in lines)
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type", "transient"),
+    [
+        (400, ChatClientError, False),
+        (401, ChatAuthError, False),
+        (403, ChatForbiddenError, False),
+        (404, ChatNotFoundError, False),
+        (422, ChatClientError, False),
+        (500, ChatServerError, True),
+        (503, ChatServerError, True),
+    ],
+)
+async def test_stream_chat_maps_error_status_before_the_first_line(
+    status: int, error_type: type[ChatHttpError], transient: bool
+) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, json={"error": f"boom {status}"})
+
+    with pytest.raises(error_type) as caught:
+        await _collect(_client(handler))
+    assert type(caught.value) is error_type
+    assert caught.value.status_code == status
+    assert caught.value.message == f"boom {status}"
+    assert isinstance(caught.value, TransientError if transient else PermanentError)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b'{"message":"bad key"}', "bad key"),
+        (b'{"detail":{"field":"input"}}', '{"field": "input"}'),
+        (b'{"other":1}', '{"other":1}'),
+        (b"Internal Server Error", "Internal Server Error"),
+        (b"x" * 2000, "x" * 500),
+        (b"", "(empty body)"),
+    ],
+)
+def test_error_message_prefers_json_error_fields_then_body_start(body: bytes, message: str) -> None:
+    assert error_message(body) == message
+
+
+async def test_stream_chat_connect_error_becomes_chat_connect_error() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    with pytest.raises(ChatConnectError, match="connection refused"):
+        await _collect(_client(handler))
+
+
+async def test_stream_chat_connect_timeout_becomes_chat_connect_error() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectTimeout("timed out", request=request)
+
+    with pytest.raises(ChatConnectError, match="no response in time"):
+        await _collect(_client(handler))
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        httpx.ReadError("reset by peer"),
+        httpx.ReadTimeout("read timed out"),
+        httpx.RemoteProtocolError("peer closed connection without sending complete body"),
+    ],
+)
+async def test_stream_chat_break_after_start_yields_tail_then_stream_broken(
+    error: Exception,
+) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=_chunks([b'{"a":1}\n{"b":2}\n{"c"'], error))
+
+    got: list[StreamLine] = []
+    with pytest.raises(StreamBrokenError) as caught:
+        await _collect_into(_client(handler), got)
+    assert [(x.raw, x.terminated) for x in got] == [
+        (b'{"a":1}', True),
+        (b'{"b":2}', True),
+        (b'{"c"', False),
+    ]
+    assert caught.value.lines_read == 3
+    assert isinstance(caught.value.__cause__, httpx.HTTPError)
+
+
+async def test_abort_posts_to_abort_path_and_accepts_204() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(204)
+
+    async with _client(handler) as client:
+        await client.abort(URL, AbortRequest(chat_id="c1"))
+    assert str(seen[0].url) == URL + "/abort"
+    assert json.loads(seen[0].content) == {"chatId": "c1"}
+
+
+async def test_abort_of_someone_elses_thread_is_forbidden() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(403, json={"error": "not your thread"})
+
+    async with _client(handler) as client:
+        with pytest.raises(ChatForbiddenError, match="not your thread"):
+            await client.abort(URL, AbortRequest(chat_id="c1"))
+
+
+async def test_generate_session_returns_session_id() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"sessionId": "s-1"})
+
+    async with _client(handler) as client:
+        response = await client.generate_session("http://chat.test/", SESSION_REQUEST)
+    assert response.session_id == "s-1"
+    assert str(seen[0].url) == "http://chat.test/api/v1/embed/generate-session"
+    assert json.loads(seen[0].content) == {"externalId": "u1"}
+
+
+async def test_generate_session_malformed_body_is_a_server_error() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"id": "s-1"})
+
+    async with _client(handler) as client:
+        with pytest.raises(ChatServerError, match="not a session"):
+            await client.generate_session("http://chat.test", SESSION_REQUEST)
+
+
+def test_client_needs_an_api_key() -> None:
+    with pytest.raises(ValueError, match="api_key"):
+        ChatClient()
+
+
+async def test_stream_chat_per_call_api_key_overrides_the_clients() -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers["authorization"])
+        return httpx.Response(200, content=b"")
+
+    client = _client(handler)
+    async with client, aclosing(client.stream_chat(URL, REQUEST, api_key="own")) as lines:
+        assert [line async for line in lines] == []
+    assert seen == ["Api-Key own"]
