@@ -14,7 +14,9 @@ Tree (retryability is part of the type: workers and the sink decide with ``isins
         │   ├── ChatForbiddenError     403
         │   └── ChatNotFoundError      404
         ├── InvalidJobError         a chat.requests record is not a job (topic, partition, offset)
-        └── InvalidRecordError      a record the sink cannot archive    (topic, partition, offset)
+        ├── InvalidRecordError      a record the sink cannot archive    (topic, partition, offset)
+        ├── ArchiveRejectedError    PostgreSQL refused a value in a batch (sqlstate)
+        └── ArchiveSchemaError      archive tables missing or different: run `chatscribe db upgrade`
 """
 
 from __future__ import annotations
@@ -121,3 +123,30 @@ class InvalidRecordError(_RecordError):
     Attributes:
         reason, topic, partition, offset: What is wrong and where the record is.
     """
+
+
+class ArchiveRejectedError(PermanentError):
+    """PostgreSQL refused data in a batch (a value no column can hold, a constraint).
+
+    Retrying the same batch fails the same way; the sink isolates the record and dead-letters it.
+
+    Attributes:
+        sqlstate: PostgreSQL's SQLSTATE code, when known (``22P02``, ``23505`` ...).
+    """
+
+    def __init__(self, message: str, *, sqlstate: str | None) -> None:
+        super().__init__(f"{message} (sqlstate={sqlstate})")
+        self.sqlstate = sqlstate
+
+
+class ArchiveSchemaError(PermanentError):
+    """The archive's schema, tables or columns are missing or differ from what the code expects
+    (run ``chatscribe db upgrade``), or the database user may not use them.
+
+    Attributes:
+        sqlstate: PostgreSQL's SQLSTATE code, when known (``42P01`` ...).
+    """
+
+    def __init__(self, message: str, *, sqlstate: str | None) -> None:
+        super().__init__(f"{message} (sqlstate={sqlstate})")
+        self.sqlstate = sqlstate

@@ -1,0 +1,108 @@
+"""Archive writes for lifecycle events: per-job locks, ``job_events`` and ``jobs`` rows.
+
+A database module used by :class:`pipeline.archive.ArchiveWriter` inside its transaction. The
+``jobs`` row is read, folded with the batch's events by the pure :func:`pipeline.lifecycle.fold`
+and written back; the per-job advisory lock taken first makes that read-modify-write safe when
+several sinks share the topics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from models.archive import job_events, jobs, storable_row
+from models.records import JobEvent
+from pipeline.lifecycle import COLUMNS, JobState, fold
+
+ROWS_PER_STATEMENT: Final = 1000
+_LOCK_NAMESPACE: Final = b"chatscribe-job:"
+_LOCK_SQL: Final = sa.text(
+    "SELECT count(pg_advisory_xact_lock(k)) FROM"
+    " (SELECT k FROM unnest(CAST(:keys AS bigint[])) AS k ORDER BY k) AS sorted_keys"
+)
+
+
+def lock_key(job_id: str) -> int:
+    """Returns: the signed 64-bit advisory-lock key of a job (BLAKE2b of its id)."""
+    digest = hashlib.blake2b(_LOCK_NAMESPACE + job_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def lock_jobs(conn: sa.Connection, job_ids: Iterable[str]) -> None:
+    """Takes the transaction-scoped advisory lock of every job, in key order (no deadlock
+    between sinks locking overlapping sets); released at commit or rollback."""
+    keys = sorted({lock_key(job_id) for job_id in job_ids})
+    if keys:
+        conn.execute(_LOCK_SQL, {"keys": keys})
+
+
+def insert_events(conn: sa.Connection, events: Sequence[JobEvent]) -> int:
+    """Inserts events into ``job_events``, keeping the first of each (job, attempt, kind).
+
+    Returns:
+        How many rows were new.
+    """
+    rows = [_event_row(event) for event in events]
+    inserted = 0
+    for chunk in _chunks(rows):
+        statement = pg_insert(job_events).values(chunk).on_conflict_do_nothing()
+        result = conn.execute(statement, execution_options={"preserve_rowcount": True})
+        inserted += max(result.rowcount, 0)
+    return inserted
+
+
+def upsert_jobs(conn: sa.Connection, events: Sequence[JobEvent]) -> int:
+    """Folds the events into their jobs' rows (:mod:`pipeline.lifecycle`) and writes changes.
+
+    Returns:
+        How many ``jobs`` rows changed.
+    """
+    by_job: dict[str, list[JobEvent]] = defaultdict(list)
+    for event in events:
+        by_job[event.job_id].append(event)
+    if not by_job:
+        return 0
+    current = read_states(conn, by_job)
+    changed = []
+    for job_id, job_events_ in sorted(by_job.items()):
+        before = current.get(job_id)
+        after = fold(before, job_events_)
+        if after != before:
+            changed.append(storable_row(after.to_row()))
+    for chunk in _chunks(changed):
+        statement = pg_insert(jobs).values(chunk)
+        updates: dict[str, Any] = {c: statement.excluded[c] for c in COLUMNS if c != "job_id"}
+        updates["updated_at"] = sa.func.now()
+        conn.execute(statement.on_conflict_do_update(index_elements=["job_id"], set_=updates))
+    return len(changed)
+
+
+def read_states(conn: sa.Connection, job_ids: Iterable[str]) -> dict[str, JobState]:
+    """Returns: the lifecycle columns of the existing ``jobs`` rows among ``job_ids``."""
+    ids = sorted(set(job_ids))
+    query = sa.select(*(jobs.c[c] for c in COLUMNS)).where(jobs.c.job_id.in_(ids))
+    return {row.job_id: JobState(**row._asdict()) for row in conn.execute(query)}
+
+
+def _event_row(event: JobEvent) -> dict[str, Any]:
+    row = {
+        "job_id": event.job_id,
+        "attempt": event.attempt,
+        "kind": event.kind,
+        "at": event.at,
+        "line_count": event.line_count,
+        "payload": json.loads(event.to_value()),
+    }
+    return storable_row(row)
+
+
+def _chunks(rows: list[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
+    for start in range(0, len(rows), ROWS_PER_STATEMENT):
+        yield rows[start : start + ROWS_PER_STATEMENT]
