@@ -1,0 +1,178 @@
+"""The ``chatscribe`` command line.
+
+Commands::
+
+    chatscribe api serve [--host H] [--port N]     our Chat API under uvicorn (no Kafka, no DB)
+    chatscribe db upgrade                          create or upgrade the archive schema
+    chatscribe worker                              a worker process (faust)
+    chatscribe sink                                a sink process (Kafka → PostgreSQL)
+    chatscribe batch FILE [--chat-url] [--api-key] [--json]   run a questions file, print a report
+    chatscribe demo FILE                           start API, worker and sink; run FILE; stop them
+
+Configuration comes from ``CHATSCRIBE_*`` environment variables (:mod:`pipeline.settings`,
+:mod:`chat_api.settings`), read once here and passed down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from pipeline.settings import Settings
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0])
+api_app = typer.Typer(no_args_is_help=True, help="Our Chat API implementation.")
+db_app = typer.Typer(no_args_is_help=True, help="The PostgreSQL archive.")
+app.add_typer(api_app, name="api")
+app.add_typer(db_app, name="db")
+
+err = Console(stderr=True)
+
+
+def _logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    for noisy in (
+        "aiokafka",
+        "faust",
+        "mode",
+        "httpx",
+        "httpcore",
+        "kafka",
+        "alembic.runtime.plugins",
+    ):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")]
+
+
+@api_app.command("serve")
+def api_serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8400,
+    verbose: Verbose = False,
+) -> None:
+    """Serve the Chat API (chat stream, abort, generate-session) under uvicorn."""
+    _logging(verbose)
+    from chat_api.server import serve
+    from chat_api.settings import ChatApiSettings
+
+    serve(ChatApiSettings(), host=host, port=port)
+
+
+@db_app.command("upgrade")
+def db_upgrade(verbose: Verbose = False) -> None:
+    """Apply the Alembic migrations (CHATSCRIBE_DATABASE_URL, CHATSCRIBE_DATABASE_SCHEMA)."""
+    _logging(verbose)
+    from pipeline.archive import upgrade
+
+    upgrade(Settings())
+    err.print("[green]archive schema is up to date[/]")
+
+
+@app.command()
+def worker(verbose: Verbose = False) -> None:
+    """Run a worker: consume chat.requests, drive Chat API streams, produce every line."""
+    _logging(verbose)
+    from pipeline.worker import run_worker
+
+    run_worker(Settings())
+
+
+@app.command()
+def sink(verbose: Verbose = False) -> None:
+    """Run a sink: archive chat.lines and chat.job-events into PostgreSQL."""
+    _logging(verbose)
+    from pipeline.sink import run_sink
+
+    run_sink(Settings())
+
+
+ChatUrl = Annotated[
+    str | None, typer.Option("--chat-url", help="Chat endpoint URL (default CHATSCRIBE_CHAT_URL).")
+]
+ApiKey = Annotated[
+    str | None,
+    typer.Option("--api-key", help="Chat API key for these jobs (default: the worker's)."),
+]
+Timeout = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the run.")]
+
+
+@app.command()
+def batch(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Questions YAML.")],
+    chat_url: ChatUrl = None,
+    api_key: ApiKey = None,
+    json_output: Annotated[bool, typer.Option("--json", help="One JSON object per job.")] = False,
+    timeout: Timeout = 600.0,
+    verbose: Verbose = False,
+) -> None:
+    """Submit a questions file as a run, wait for it, print the report. Exit 1 if a job failed."""
+    _logging(verbose)
+    from pipeline.runner import run_questions_file
+
+    outcome = asyncio.run(
+        run_questions_file(
+            Settings(),
+            file,
+            chat_url=chat_url,
+            api_key=api_key,
+            timeout_s=timeout,
+            show_progress=not json_output,
+        )
+    )
+    _print_outcome(outcome, json_output=json_output)
+
+
+@app.command()
+def demo(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False)] = Path(
+        "examples/questions.yaml"
+    ),
+    timeout: Timeout = 600.0,
+    verbose: Verbose = False,
+) -> None:
+    """The main job: start the Chat API, a worker and a sink, run FILE, print the report, stop."""
+    _logging(verbose)
+    from pipeline.demo import run_demo
+
+    outcome = run_demo(Settings(), file, timeout_s=timeout)
+    _print_outcome(outcome, json_output=False)
+
+
+def _print_outcome(outcome: object, *, json_output: bool) -> None:
+    from pipeline.report import render_json, render_table, summary
+    from pipeline.runner import RunOutcome
+
+    assert isinstance(outcome, RunOutcome)
+    if json_output:
+        print(render_json(outcome.results))
+    else:
+        console = Console(width=max(Console().width, 160))
+        render_table(console, outcome.results, title=f"run {outcome.run_id}")
+        console.print(summary(outcome.results))
+        console.print(outcome.footer())
+    failed = [r for r in outcome.results if r.status != "completed"]
+    if failed or not outcome.finished:
+        err.print(
+            f"[red]{len(failed)} job(s) did not complete[/]"
+            + ("" if outcome.finished else "; the run timed out")
+        )
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    """Entry point for ``python -m pipeline.cli``."""
+    app(prog_name="chatscribe")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""Run a questions file through the pipeline and collect its results.
+
+Flow: validate the file → ensure the topics exist → record the run in PostgreSQL → publish an
+``accepted`` event and the job for every (question, persona) → wait until the archive holds every
+job finished and normalised → read the results back from PostgreSQL. The report is built from
+what the archive holds, not from anything in memory, so it shows what was really recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from sqlalchemy import Engine
+
+from models import wire
+from pipeline.archive import create_engine
+from pipeline.batch import expand_jobs, load_questions
+from pipeline.runs import JobResult, RunProgress, count_rows, record_run, run_progress, run_results
+from pipeline.settings import Settings
+from pipeline.submit import submit_jobs
+
+logger = logging.getLogger(__name__)
+
+ARCHIVE_TABLES = ("stream_lines", "messages", "tool_calls", "sql_queries", "answers")
+POLL_INTERVAL_S = 0.5
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a run produced.
+
+    Attributes:
+        run_id: The run.
+        results: One entry per job, from the archive.
+        finished: False when the wait timed out before every job finished.
+        elapsed_s: Seconds from submission to the last job finished.
+        archived: Rows per archive table for this run.
+    """
+
+    run_id: str
+    results: list[JobResult]
+    finished: bool
+    elapsed_s: float
+    archived: dict[str, int]
+
+    def footer(self) -> str:
+        """Returns: a line with the run's elapsed time and archived row counts."""
+        counts = ", ".join(f"{n:,} {table}" for table, n in self.archived.items())
+        return f"run {self.run_id} took {self.elapsed_s:.1f} s; archived {counts}"
+
+
+async def run_questions_file(
+    settings: Settings,
+    path: Path,
+    *,
+    chat_url: str | None = None,
+    api_key: str | None = None,
+    timeout_s: float = 600.0,
+    show_progress: bool = True,
+    check_alive: Callable[[], None] | None = None,
+) -> RunOutcome:
+    """Submits a questions file as a run and waits for it.
+
+    Args:
+        settings: Pipeline settings (Kafka, PostgreSQL, default chat URL).
+        path: The questions YAML (:mod:`pipeline.batch`).
+        chat_url: Chat endpoint overriding ``settings.chat_url``.
+        api_key: Chat API key for these jobs; None: the worker's own.
+        timeout_s: Seconds to wait for every job to finish.
+        show_progress: Draw a progress bar on stderr.
+        check_alive: Called at every poll; raises to stop waiting (the demo checks that its
+            child processes are still running).
+
+    Raises:
+        QuestionsFileError: The file is invalid (nothing is submitted).
+    """
+    questions = load_questions(path)
+    run_id = str(uuid.uuid4())
+    url = chat_url or settings.chat_url
+    jobs = expand_jobs(questions, run_id=run_id, chat_url=url, api_key=api_key)
+    engine = create_engine(settings)
+    try:
+        with engine.begin() as connection:
+            record_run(
+                connection,
+                schema=settings.database_schema,
+                run_id=run_id,
+                name=questions.name,
+                source_file=str(path),
+                chat_url=url,
+                job_count=len(jobs),
+                created_by=getpass.getuser(),
+                options={"api_key_given": api_key is not None},
+            )
+        started = time.monotonic()
+        await submit_jobs(settings, jobs)
+        logger.info(
+            "run submitted run_id=%s jobs=%d topic=%s",
+            run_id,
+            len(jobs),
+            settings.topic(wire.TOPIC_REQUESTS),
+        )
+        progress = await _wait(
+            engine, settings, run_id, len(jobs), timeout_s, show_progress, check_alive
+        )
+        elapsed = time.monotonic() - started
+        schema = settings.database_schema
+        return RunOutcome(
+            run_id=run_id,
+            results=run_results(engine, schema=schema, run_id=run_id),
+            finished=progress.done,
+            elapsed_s=elapsed,
+            archived=count_rows(engine, schema=schema, run_id=run_id, tables=ARCHIVE_TABLES),
+        )
+    finally:
+        engine.dispose()
+
+
+async def _wait(
+    engine: Engine,
+    settings: Settings,
+    run_id: str,
+    expected: int,
+    timeout_s: float,
+    show: bool,
+    check_alive: Callable[[], None] | None,
+) -> RunProgress:
+    schema = settings.database_schema
+    deadline = time.monotonic() + timeout_s
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, disable=not show, transient=False) as bar:
+        task = bar.add_task("jobs finished", total=expected)
+        while True:
+            progress = await asyncio.to_thread(
+                run_progress, engine, schema=schema, run_id=run_id, expected=expected
+            )
+            bar.update(
+                task,
+                completed=progress.finished,
+                description=f"jobs finished {_statuses(progress)}",
+            )
+            if progress.done or time.monotonic() >= deadline:
+                return progress
+            if check_alive is not None:
+                check_alive()
+            await asyncio.sleep(POLL_INTERVAL_S)
+
+
+def _statuses(progress: RunProgress) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(progress.by_status.items()))
