@@ -277,3 +277,28 @@ class DeadLetter(BaseModel):
         if self.source_offset is not None:
             out.append((wire.HEADER_DLQ_SOURCE_OFFSET, str(self.source_offset).encode()))
         return out
+
+    @classmethod
+    def from_headers(cls, headers: Headers) -> DeadLetter:
+        """Reads the dead-letter headers of a record on a dead-letter topic.
+
+        Raises:
+            LineRecordError: The reason or source-topic header is missing.
+        """
+        found = {name: value for name, value in headers}
+        missing = [
+            h for h in (wire.HEADER_DLQ_REASON, wire.HEADER_DLQ_SOURCE_TOPIC) if h not in found
+        ]
+        if missing:
+            raise LineRecordError("not a dead letter: header missing", header=missing[0])
+
+        def number(name: str) -> int | None:
+            value = found.get(name)
+            return int(value) if value is not None else None
+
+        return cls(
+            reason=found[wire.HEADER_DLQ_REASON].decode(errors="replace"),
+            source_topic=found[wire.HEADER_DLQ_SOURCE_TOPIC].decode(errors="replace"),
+            source_partition=number(wire.HEADER_DLQ_SOURCE_PARTITION),
+            source_offset=number(wire.HEADER_DLQ_SOURCE_OFFSET),
+        )

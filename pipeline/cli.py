@@ -7,6 +7,7 @@ Commands::
     chatscribe worker                              a worker process (faust)
     chatscribe sink                                a sink process (Kafka → PostgreSQL)
     chatscribe batch FILE [--chat-url] [--api-key] [--json]   run a questions file, print a report
+    chatscribe cancel JOB_ID... [--reason]         ask the workers to abort these jobs
     chatscribe demo FILE                           start API, worker and sink; run FILE; stop them
 
 Configuration comes from ``CHATSCRIBE_*`` environment variables (:mod:`pipeline.settings`,
@@ -146,6 +147,20 @@ def demo(
 
     outcome = run_demo(Settings(), file, timeout_s=timeout)
     _print_outcome(outcome, json_output=False)
+
+
+@app.command()
+def cancel(
+    job_ids: Annotated[list[str], typer.Argument(help="Jobs to cancel.")],
+    reason: Annotated[str, typer.Option(help="Recorded with the aborted job.")] = "",
+    verbose: Verbose = False,
+) -> None:
+    """Publish a cancellation per job; the worker driving it aborts the stream."""
+    _logging(verbose)
+    from pipeline.submit import cancel_jobs
+
+    asyncio.run(cancel_jobs(Settings(), job_ids, reason=reason))
+    err.print(f"cancellation sent for {len(job_ids)} job(s)")
 
 
 def _print_outcome(outcome: object, *, json_output: bool) -> None:

@@ -9,6 +9,7 @@ share a partition and stay in order. The call returns only when Kafka acknowledg
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 
@@ -49,3 +50,30 @@ async def submit_jobs(settings: Settings, jobs: Sequence[ChatJob]) -> None:
     finally:
         await producer.stop()
     logger.info("jobs submitted count=%d topic=%s", len(jobs), requests_topic)
+
+
+async def cancel_jobs(settings: Settings, job_ids: Sequence[str], *, reason: str = "") -> None:
+    """Publishes a cancellation for each job to ``chat.cancellations`` (key: job id).
+
+    The worker driving a job calls the abort endpoint and the job ends ``aborted``; a worker that
+    has not started the job yet remembers the cancellation for a while (:mod:`pipeline.worker`).
+    A job that already finished is not changed.
+
+    Args:
+        settings: Bootstrap servers and topic prefix.
+        job_ids: The jobs to cancel.
+        reason: Why, recorded in the job's ``aborted`` event (``{"reason": ...}``).
+
+    Raises:
+        RecordDeliveryError: Kafka did not acknowledge a cancellation.
+    """
+    topic = settings.topic(wire.TOPIC_CANCELLATIONS)
+    value = json.dumps({"reason": reason}).encode() if reason else b""
+    producer = create_producer(settings, client_id="chatscribe-cancel")
+    await producer.start()
+    try:
+        pending = [await send(producer, topic, key=j.encode(), value=value) for j in job_ids]
+        await delivered(pending)
+    finally:
+        await producer.stop()
+    logger.info("cancellations sent count=%d topic=%s", len(job_ids), topic)
