@@ -17,6 +17,16 @@ TOPIC_CANCELLATIONS: Final = "chat.cancellations"
 TOPIC_ANSWERS: Final = "chat.answers"
 TOPIC_REQUESTS_DLQ: Final = "chat.requests.dlq"
 TOPIC_LINES_DLQ: Final = "chat.lines.dlq"
+ALL_TOPICS: Final = (
+    TOPIC_REQUESTS,
+    TOPIC_LINES,
+    TOPIC_JOB_EVENTS,
+    TOPIC_CANCELLATIONS,
+    TOPIC_ANSWERS,
+    TOPIC_REQUESTS_DLQ,
+    TOPIC_LINES_DLQ,
+)
+"""Every topic of the pipeline, for ``ensure_topics`` at start-up (design.md, "Topics and keys")."""
 
 # -- Headers of a record on TOPIC_LINES (values are ASCII bytes) ---------------------------------
 HEADER_ATTEMPT: Final = "chatscribe-attempt"

@@ -35,15 +35,6 @@ logger = logging.getLogger(__name__)
 LOG_DIR = Path(".state/demo")
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 20.0
-ALL_TOPICS = (
-    wire.TOPIC_REQUESTS,
-    wire.TOPIC_LINES,
-    wire.TOPIC_JOB_EVENTS,
-    wire.TOPIC_CANCELLATIONS,
-    wire.TOPIC_ANSWERS,
-    wire.TOPIC_REQUESTS_DLQ,
-    wire.TOPIC_LINES_DLQ,
-)
 
 
 class DemoError(RuntimeError):
@@ -127,7 +118,7 @@ def run_demo(settings: Settings, path: Path, *, timeout_s: float = 600.0) -> Run
         QuestionsFileError: The questions file is invalid.
     """
     upgrade(settings)
-    asyncio.run(ensure_topics(settings, ALL_TOPICS))
+    asyncio.run(ensure_topics(settings, wire.ALL_TOPICS))
     with ExitStack() as stack:
         children: list[Child] = []
         if not _api_answers(settings.chat_url):

@@ -45,14 +45,6 @@ API_KEY = "e2e-key"
 SLOW_LINE_DELAY_MS = 250
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
-ALL_TOPICS = (
-    wire.TOPIC_REQUESTS,
-    wire.TOPIC_LINES,
-    wire.TOPIC_JOB_EVENTS,
-    wire.TOPIC_CANCELLATIONS,
-    wire.TOPIC_REQUESTS_DLQ,
-    wire.TOPIC_LINES_DLQ,
-)
 
 
 @dataclass
@@ -172,7 +164,7 @@ def stack(
     with psycopg.connect(pg_conninfo, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
     upgrade(settings)
-    asyncio.run(ensure_topics(settings, ALL_TOPICS))
+    asyncio.run(ensure_topics(settings, wire.ALL_TOPICS))
     logs = tmp_path_factory.mktemp("e2e-logs")
     env = _env(settings)
     port_args = ("api", "serve", "--host", "127.0.0.1", "--port")
