@@ -16,15 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from chat_api.planner import (
-    COUNT_LABELS,
-    DIMENSION_LABELS,
-    MEASURES,
-    TIME_DIMENSIONS,
-    CannotAnswer,
-    Plan,
-    column_name,
-)
+from chat_api.members import COUNT_LABELS, DIMENSION_LABELS, MEASURES, TIME_DIMENSIONS, column_name
+from chat_api.plans import CannotAnswer, Plan
 from chat_api.vocabulary import MONTH_NAMES
 
 VEGA_LITE_SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
