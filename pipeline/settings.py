@@ -6,8 +6,10 @@ deeper reads ``os.environ``. Defaults match what ``ops/services.sh`` starts.
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from models import wire
 
@@ -36,6 +38,11 @@ class Settings(BaseSettings):
         job_deadline_s: Default seconds a job's stream may run before the worker aborts it.
         sink_batch_max_records, sink_batch_wait_ms: Sink batching: records per ``getmany``
             and how long to wait for them.
+        sink_metrics_port: TCP port of the sink's Prometheus ``/metrics``
+            (:mod:`pipeline.sink_metrics`); None: not served.
+        redact_detectors: Named redaction detectors applied to lines before storage
+            (comma-separated; :data:`pipeline.redaction.DETECTORS`).
+        redact_patterns: Regular expressions redacted before storage (a JSON list).
     """
 
     model_config = SettingsConfigDict(env_prefix="CHATSCRIBE_", frozen=True, extra="ignore")
@@ -57,6 +64,17 @@ class Settings(BaseSettings):
     sink_batch_wait_ms: int = Field(default=200, ge=0)
     max_record_bytes: int = MAX_RECORD_BYTES
     metrics_port: int | None = None
+    sink_metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    redact_detectors: Annotated[tuple[str, ...], NoDecode] = ()
+    redact_patterns: tuple[str, ...] = ()
+
+    @field_validator("redact_detectors", mode="before")
+    @classmethod
+    def _split_detectors(cls, value: Any) -> Any:
+        """``"email, phone"`` from the environment becomes ``("email", "phone")``."""
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
 
     def topic(self, name: str) -> str:
         """Returns: the topic ``name`` (a :mod:`models.wire` constant) with the prefix applied."""

@@ -21,7 +21,22 @@ the rest is archived.
 
 :func:`run_sink` runs the loop until SIGTERM or SIGINT, then finishes the current batch,
 commits and returns. Tests drive a :class:`Sink` with :meth:`Sink.start`, :meth:`Sink.run_once`
-and :meth:`Sink.stop`.
+and :meth:`Sink.stop`. With ``settings.sink_metrics_port`` set, :func:`run_sink` serves the
+Prometheus metrics of :mod:`pipeline.sink_metrics`.
+
+Why idempotent writes plus commit-after-write, and not offsets stored in PostgreSQL (issue 4,
+"Delivery"):
+
+* the archive must be idempotent on (job, attempt, line number) anyway: a line reaches
+  ``chat.lines`` twice when a worker retries a delivery or a dead letter is replayed
+  (``chatscribe dlq replay``); stored offsets would add a mechanism without removing one;
+* offsets kept in Kafka stay the one truth that standard tools and the lag metric read, and a
+  rebalance needs no listener seeking to offsets read from PostgreSQL;
+* the price is bounded: after a crash at most the uncommitted batch is read again and absorbed
+  by ``ON CONFLICT DO NOTHING`` (about 2/3 of ``COPY``'s rate, ``notes/measurements.md``).
+
+Several sinks share the partitions through the consumer group (``settings.sink_group``);
+per-job advisory locks (:mod:`pipeline.archive_jobs`) keep them from interleaving one job.
 """
 
 from __future__ import annotations
@@ -39,20 +54,20 @@ from typing import Any, Final
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from tenacity import (
     AsyncRetrying,
-    RetryCallState,
     retry_if_exception_type,
     stop_after_delay,
     wait_exponential,
 )
 
 from models import wire
-from models.errors import LineRecordError
 from models.records import JobEvent, LineEnvelope
-from pipeline.archive import ArchiveWriter, BatchOutcome, refusal
+from pipeline import sink_metrics as metrics
+from pipeline.archive import ArchiveWriter, BatchOutcome
 from pipeline.dead_letters import Record, send_dead_letters
 from pipeline.errors import ArchiveRejectedError, ArchiveUnavailableError, TransientError
 from pipeline.kafka import create_consumer, create_producer, ensure_topics
 from pipeline.settings import Settings
+from pipeline.sink_records import Item, decode_batch
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +76,8 @@ RETRY_BUDGET_S: Final = 60.0
 ``max_poll_interval_ms`` of 300 s, so the group keeps the sink)."""
 RETRY_MIN_S: Final = 0.5
 RETRY_MAX_S: Final = 15.0
-SUMMARY_EVERY_S: Final = 10.0
-Item = tuple[Record, LineEnvelope | JobEvent]
+LAG_EVERY_S: Final = 1.0
+"""Least seconds between two updates of the consumer-lag gauge."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +126,8 @@ class Sink:
         self._consumer: Any = None
         self._producer: Any = None
         self._stopping = asyncio.Event()
-        self._stats = _Stats()
+        self._stats = metrics.SinkStats()
+        self._lag_at = 0.0
 
     def __repr__(self) -> str:
         s = self._stats
@@ -119,6 +135,18 @@ class Sink:
             f"<Sink group={self._settings.sink_group} batches={s.batches} lines={s.lines} "
             f"events={s.events} dead_lettered={s.dead_lettered}>"
         )
+
+    @property
+    def stats(self) -> metrics.SinkStats:
+        """Counters of what this sink archived (batches, lines, events, dead letters)."""
+        return self._stats
+
+    def assigned(self) -> set[tuple[str, int]]:
+        """Returns: the ``(topic, partition)`` pairs the group gave this sink (empty before its
+        first fetch and during a rebalance)."""
+        if self._consumer is None:
+            return set()
+        return {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
 
     async def start(self) -> None:
         """Creates the topics if missing and starts the consumer and the dead-letter producer.
@@ -175,7 +203,7 @@ class Sink:
                 logger.warning("batch not archived, will read it again: %s", exc)
                 await self._pause(RETRY_MIN_S)
             if self._stats.summary_due():
-                self._stats.log_summary(await self._lag())
+                self._stats.log_summary(await self._lag(publish=True))
 
     async def run_once(self, *, commit: bool = True) -> BatchReport:
         """Fetches one batch, archives it and (unless ``commit=False``) commits its offsets.
@@ -199,18 +227,24 @@ class Sink:
         records = [record for part in batches.values() for record in part]
         if not records:
             return BatchReport(records=0)
+        metrics.BATCH_RECORDS.observe(len(records))
         try:
             report = await self._archive(records)
         except TransientError:
             self._rewind(batches)
             raise
         committed = await self._commit(batches) if commit else False
+        metrics.BATCHES.labels(committed=str(committed).lower()).inc()
         self._stats.add(report)
+        if time.monotonic() - self._lag_at >= LAG_EVERY_S:
+            await self._lag(publish=True)
         return dataclasses.replace(report, committed=committed)
 
     async def _archive(self, records: Sequence[Record]) -> BatchReport:
         """Decodes and writes a batch, then dead-letters what could not be archived."""
-        items, dead = self._decode(records)
+        items, dead = decode_batch(
+            records, lines_topic=self._lines_topic, events_topic=self._events_topic
+        )
         lines = [value for _, value in items if isinstance(value, LineEnvelope)]
         events = [value for _, value in items if isinstance(value, JobEvent)]
         outcome: BatchOutcome | None = None
@@ -234,30 +268,6 @@ class Sink:
             outcome=outcome,
         )
 
-    def _decode(self, records: Sequence[Record]) -> tuple[list[Item], list[tuple[Record, str]]]:
-        items: list[Item] = []
-        dead: list[tuple[Record, str]] = []
-        for record in records:
-            try:
-                items.append((record, self._decode_one(record)))
-            except (LineRecordError, ValueError) as exc:
-                dead.append((record, f"{type(exc).__name__}: {exc}"))
-        return items, dead
-
-    def _decode_one(self, record: Record) -> LineEnvelope | JobEvent:
-        value: LineEnvelope | JobEvent
-        if record.topic == self._lines_topic:
-            value = LineEnvelope.from_record(record.key, record.value, record.headers)
-            problem = refusal(value.job_id, value.attempt, value.line_no)
-        elif record.topic == self._events_topic:
-            value = JobEvent.from_value(record.value or b"")
-            problem = refusal(value.job_id, value.attempt, value.line_count or 0)
-        else:
-            raise ValueError(f"record from unexpected topic {record.topic}")
-        if problem is not None:
-            raise ValueError(problem)
-        return value
-
     async def _write(self, lines: list[LineEnvelope], events: list[JobEvent]) -> BatchOutcome:
         """Writes in a worker thread, retrying while PostgreSQL is unavailable."""
         writer = self._writer
@@ -267,14 +277,22 @@ class Sink:
             wait=wait_exponential(multiplier=RETRY_MIN_S, max=RETRY_MAX_S),
             stop=stop_after_delay(self._retry_budget_s),
             sleep=self._pause,
-            before_sleep=_log_retry,
+            before_sleep=metrics.log_retry,
             reraise=True,
         )
         async for attempt in retrying:
             with attempt:
                 if self._stopping.is_set() and attempt.retry_state.attempt_number > 1:
                     raise ArchiveUnavailableError("sink stopping while PostgreSQL is unavailable")
-                return await asyncio.to_thread(writer.write_batch, lines, events)
+                outcome = await asyncio.to_thread(writer.write_batch, lines, events)
+                metrics.observe_write(
+                    seconds=outcome.elapsed_s,
+                    lines=outcome.lines,
+                    lines_inserted=outcome.lines_inserted,
+                    events=outcome.events,
+                    events_inserted=outcome.events_inserted,
+                )
+                return outcome
         raise AssertionError("unreachable: tenacity reraises")
 
     async def _bisect(self, items: list[Item]) -> list[tuple[Record, str]]:
@@ -296,6 +314,9 @@ class Sink:
 
     async def _dead_letter(self, dead: Sequence[tuple[Record, str]]) -> None:
         await send_dead_letters(self._producer, self._dlq_topic, dead)
+        for record, _ in dead:
+            source = "lines" if record.topic == self._lines_topic else "events"
+            metrics.DEAD_LETTERS.labels(source=source).inc()
 
     async def _commit(self, batches: dict[Any, list[Record]]) -> bool:
         offsets = {tp: records[-1].offset + 1 for tp, records in batches.items()}
@@ -324,61 +345,26 @@ class Sink:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
 
-    async def _lag(self) -> int | None:
-        """Returns: records behind the high watermark over the assigned partitions, if known."""
-        total = 0
+    async def _lag(self, *, publish: bool = False) -> int | None:
+        """Returns: records behind the high watermark over the assigned partitions, if known.
+
+        Args:
+            publish: Also set the per-partition lag gauge (:mod:`pipeline.sink_metrics`).
+        """
+        self._lag_at = time.monotonic()
+        found: list[tuple[str, int, int]] = []
         try:
             for tp in self._consumer.assignment():
                 highwater = self._consumer.highwater(tp)
                 if highwater is None:
                     return None
-                total += max(highwater - await self._consumer.position(tp), 0)
+                lag = max(highwater - await self._consumer.position(tp), 0)
+                found.append((tp.topic, tp.partition, lag))
         except (IllegalStateError, KafkaError):
             return None  # rebalancing: no figure this time
-        return total
-
-
-class _Stats:
-    """Counters for ``__repr__`` and the periodic summary line."""
-
-    def __init__(self) -> None:
-        self.batches = self.lines = self.events = self.dead_lettered = 0
-        self._since = time.monotonic()
-        self._lines_since = 0
-
-    def add(self, report: BatchReport) -> None:
-        self.batches += 1
-        self.lines += report.lines
-        self.events += report.events
-        self.dead_lettered += report.dead_lettered
-        self._lines_since += report.lines
-
-    def summary_due(self) -> bool:
-        return time.monotonic() - self._since >= SUMMARY_EVERY_S
-
-    def log_summary(self, lag: int | None) -> None:
-        elapsed = max(time.monotonic() - self._since, 1e-9)
-        logger.info(
-            "sink progress lines_per_s=%.0f batches=%d lines=%d events=%d dead_lettered=%d lag=%s",
-            self._lines_since / elapsed,
-            self.batches,
-            self.lines,
-            self.events,
-            self.dead_lettered,
-            "unknown" if lag is None else lag,
-        )
-        self._since, self._lines_since = time.monotonic(), 0
-
-
-def _log_retry(state: RetryCallState) -> None:
-    outcome = state.outcome
-    error = outcome.exception() if outcome is not None else None
-    logger.warning(
-        "archive unavailable, retrying attempt=%d wait_s=%.1f error=%s",
-        state.attempt_number,
-        state.upcoming_sleep,
-        error,
-    )
+        if publish:
+            metrics.set_lag(found)
+        return sum(lag for _, _, lag in found)
 
 
 def run_sink(settings: Settings) -> None:
@@ -393,6 +379,9 @@ def run_sink(settings: Settings) -> None:
 
 
 async def _serve(settings: Settings) -> None:
+    if settings.sink_metrics_port is not None:
+        metrics.serve(settings.sink_metrics_port)
+        logger.info("sink metrics served port=%d", settings.sink_metrics_port)
     sink = Sink(settings)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -1,0 +1,115 @@
+"""Two sinks in one consumer group share the partitions and archive every record once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import sqlalchemy as sa
+from sink_records_support import job_records, produce_records
+
+from models import wire
+from pipeline.archive import create_engine, upgrade
+from pipeline.kafka import DEFAULT_PARTITIONS, ensure_topics
+from pipeline.settings import Settings
+from pipeline.sink import Sink
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+JOBS = 40
+DELTAS = 20
+WAIT_S = 90.0
+
+
+@pytest.fixture
+def settings(
+    kafka_bootstrap: str, database_url: str, pg_schema: str, unique_name: Callable[[str], str]
+) -> Settings:
+    name = unique_name("scale")
+    settings = Settings(
+        kafka_bootstrap=kafka_bootstrap,
+        database_url=database_url,
+        database_schema=pg_schema,
+        topic_prefix=f"{name}.",
+        sink_group=f"{name}-sink",
+        sink_batch_wait_ms=100,
+        sink_batch_max_records=50,
+    )
+    upgrade(settings)
+    return settings
+
+
+@pytest.fixture
+def engine(settings: Settings) -> Iterator[sa.Engine]:
+    engine = create_engine(settings)
+    yield engine
+    engine.dispose()
+
+
+def _scalar(engine: sa.Engine, query: str) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(sa.text(query)).scalar_one())
+
+
+async def _wait(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not await asyncio.to_thread(condition):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.2)
+
+
+def _split(sinks: list[Sink]) -> bool:
+    """True once the rebalance settled: both sinks own partitions, none twice, all 8 owned."""
+    first, second = (s.assigned() for s in sinks)
+    return (
+        bool(first and second and not first & second)
+        and len(first | second) == 2 * DEFAULT_PARTITIONS
+    )
+
+
+async def test_two_sinks_in_one_group_split_the_partitions_and_store_each_line_once(
+    settings: Settings, engine: sa.Engine
+) -> None:
+    await ensure_topics(settings, (wire.TOPIC_LINES, wire.TOPIC_JOB_EVENTS, wire.TOPIC_LINES_DLQ))
+    sinks = [Sink(settings), Sink(settings)]
+    for sink in sinks:
+        await sink.start()
+    tasks = [asyncio.create_task(sink.run()) for sink in sinks]
+    try:
+        await _wait(lambda: _split(sinks), "the group to split the partitions between both sinks")
+        lines, events = [], []
+        for n in range(JOBS):
+            job_lines, job_events = job_records(f"job-{n:03d}", n_deltas=DELTAS)
+            lines += job_lines
+            events += job_events
+        await produce_records(settings, lines, events)
+        schema = settings.database_schema
+        done = (
+            f"SELECT count(*) FROM \"{schema}\".jobs WHERE status = 'completed'"
+            " AND normalised_attempt = 1"
+        )
+        await _wait(lambda: _scalar(engine, done) == JOBS, "every job to be normalised")
+    finally:
+        for sink in sinks:
+            sink.request_stop()
+        await asyncio.gather(*tasks)
+        for sink in sinks:
+            await sink.stop()
+    schema = settings.database_schema
+    stored = _scalar(engine, f'SELECT count(*) FROM "{schema}".stream_lines')
+    distinct = _scalar(
+        engine,
+        f'SELECT count(DISTINCT (job_id, attempt, line_no)) FROM "{schema}".stream_lines',
+    )
+    answers = _scalar(engine, f'SELECT count(*) FROM "{schema}".answers')
+    print(
+        f"two sinks: lines sent={len(lines)} stored={stored} per sink="
+        f"{[s.stats.lines for s in sinks]} events per sink={[s.stats.events for s in sinks]}"
+    )
+    assert stored == distinct == len(lines) == JOBS * (DELTAS + 2)
+    assert answers == JOBS
+    assert all(s.stats.lines > 0 for s in sinks), "one sink did no work"
+    assert sum(s.stats.lines for s in sinks) == len(lines)
+    assert sum(s.stats.events for s in sinks) == len(events)
