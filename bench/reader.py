@@ -1,0 +1,138 @@
+"""The baseline reader: plain asyncio + httpx, reading chat streams and discarding them.
+
+Issue 6's baseline for stream driving and for the end-to-end run: the same requests at the same
+concurrency, each stream read with ``aiter_lines`` and dropped, with no Kafka and no archive.
+It keeps only what the figures need: per stream the time to the first line and the line count,
+per line the delay from the server's send stamp to its arrival here
+(:func:`bench.transcripts.sent_at_of`). The recorder and the Chat API benchmark use it too,
+with ``keep_lines`` on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from bench.transcripts import sent_at_of
+
+
+@dataclass
+class StreamStats:
+    """What reading one stream gave.
+
+    Attributes:
+        lines: Lines read.
+        first_line_s: Seconds from sending the request to the first line.
+        elapsed_s: Seconds from sending the request to the end of the stream.
+        kept: The lines themselves (without ``\\n``), when asked for.
+    """
+
+    lines: int = 0
+    first_line_s: float | None = None
+    elapsed_s: float = 0.0
+    kept: list[bytes] = field(default_factory=list)
+
+
+@dataclass
+class ReadRun:
+    """A set of streams read at some concurrency.
+
+    Attributes:
+        streams: One entry per request, in request order.
+        latencies_s: Per line: arrival time minus the server's send stamp, seconds.
+        elapsed_s: Wall time from the first request to the end of the last stream.
+    """
+
+    streams: list[StreamStats]
+    latencies_s: list[float]
+    elapsed_s: float
+
+    @property
+    def lines(self) -> int:
+        """Lines read over all streams."""
+        return sum(s.lines for s in self.streams)
+
+
+def client(api_key: str, *, concurrency: int) -> httpx.AsyncClient:
+    """Returns: an ``httpx.AsyncClient`` sending ``Api-Key`` auth, pooled for ``concurrency``."""
+    return httpx.AsyncClient(
+        headers={"Authorization": f"Api-Key {api_key}"},
+        timeout=httpx.Timeout(120.0, connect=10.0, pool=120.0),
+        limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
+    )
+
+
+async def read_stream(
+    http: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    *,
+    latencies_s: list[float],
+    keep_lines: bool = False,
+) -> StreamStats:
+    """POSTs ``body`` and reads the NDJSON answer to its end.
+
+    Raises:
+        httpx.HTTPStatusError: The answer is not a 2xx.
+        httpx.HTTPError: The connection failed.
+    """
+    stats = StreamStats()
+    started = time.perf_counter()
+    async with http.stream("POST", url, json=body) as response:
+        response.raise_for_status()
+        async for text in response.aiter_lines():
+            raw = text.encode()
+            now = time.time()
+            if stats.first_line_s is None:
+                stats.first_line_s = time.perf_counter() - started
+            stats.lines += 1
+            sent_at = sent_at_of(raw)
+            if sent_at is not None:
+                latencies_s.append(now - sent_at)
+            if keep_lines:
+                stats.kept.append(raw)
+    stats.elapsed_s = time.perf_counter() - started
+    return stats
+
+
+async def read_all(
+    url: str,
+    bodies: Sequence[dict[str, Any]],
+    *,
+    api_key: str,
+    concurrency: int,
+    keep_lines: bool = False,
+) -> ReadRun:
+    """Reads every request's stream with at most ``concurrency`` at once.
+
+    Returns:
+        The streams' figures (request order) and the per-line latencies.
+
+    Raises:
+        httpx.HTTPError: A stream failed (the run stops).
+    """
+    latencies: list[float] = []
+    results: list[StreamStats | None] = [None] * len(bodies)
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for index in range(len(bodies)):
+        queue.put_nowait(index)
+
+    async def reader(http: httpx.AsyncClient) -> None:
+        while not queue.empty():
+            index = queue.get_nowait()
+            results[index] = await read_stream(
+                http, url, bodies[index], latencies_s=latencies, keep_lines=keep_lines
+            )
+
+    async with client(api_key, concurrency=concurrency) as http:
+        started = time.perf_counter()
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(concurrency, len(bodies))):
+                group.create_task(reader(http))
+        elapsed = time.perf_counter() - started
+    return ReadRun([r for r in results if r is not None], latencies, elapsed)
