@@ -37,6 +37,7 @@ from chat_api.planner import CannotAnswer, Plan, QuerySpec, plan_question
 from chat_api.policies import UserContext
 from chat_api.search import search_members
 from chat_api.semantic import SemanticModel
+from chat_api.specs import PlanState, plan_state, spec_from_state
 from chat_api.vocabulary import Vocabulary
 from chat_api.warehouse import QueryResult, Warehouse
 from models import wire
@@ -76,7 +77,9 @@ class TurnRequest:
         question: The user's input.
         user: Identity for row-level security.
         memory_id: The thread's ``memoryId`` for the SQL tool.
-        previous: The thread's last query, the context of a follow-up question.
+        previous: The thread's last answered query (:attr:`Turn.plan_state` of an earlier
+            turn, kept by the thread as an opaque JSON object), the context of a follow-up
+            question; None on a new thread.
         history: Summaries of the thread's earlier messages, for ``__state__``.
         development_mode: Stream ``thinking`` lines.
         row_limit: Most rows in the SQL tool result's ``data``.
@@ -86,7 +89,7 @@ class TurnRequest:
     question: str
     user: UserContext
     memory_id: str
-    previous: QuerySpec | None = None
+    previous: PlanState | None = None
     history: tuple[dict[str, Any], ...] = ()
     development_mode: bool = True
     row_limit: int = 100
@@ -99,6 +102,7 @@ class Turn:
 
     Attributes:
         spec: The query answered, or None (cannot answer, failed query, not run yet).
+        plan_state: ``spec`` as JSON for the thread to keep (None with ``spec``).
         answer: The final answer text, once its line was produced.
         sql_queries: Queries sent to the warehouse.
     """
@@ -112,6 +116,11 @@ class Turn:
         self.spec: QuerySpec | None = None
         self.answer: str | None = None
         self.sql_queries = 0
+
+    @property
+    def plan_state(self) -> PlanState | None:
+        """The answered query as a JSON object, the next turn's ``TurnRequest.previous``."""
+        return plan_state(self.spec) if self.spec is not None else None
 
     def lines(self) -> Generator[Line, None, None]:
         """Runs the turn.
@@ -127,7 +136,9 @@ class Turn:
         yield self._line(wire.ID_CUTOFF, role="assistant", state=self._state(streaming=True))
         yield self._line(self._user_id, role="user", content=request.question)
         outcome = plan_question(
-            request.question, vocabulary=self._toolbox.vocabulary, previous=request.previous
+            request.question,
+            vocabulary=self._toolbox.vocabulary,
+            previous=spec_from_state(request.previous),
         )
         reasoning: Sequence[str]
         if isinstance(outcome, CannotAnswer):

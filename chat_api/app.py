@@ -40,6 +40,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chat_api.agent import Toolbox, Turn, TurnRequest, snapshot_lines
+from chat_api.branches import BranchCatalog
 from chat_api.data import ensure_database
 from chat_api.errors import (
     BodyTooLargeError,
@@ -142,7 +143,8 @@ class ChatService:
 
     Attributes:
         settings: The process settings.
-        toolbox: The agent's model, vocabulary and warehouse.
+        toolbox: The agent's model, vocabulary and warehouse (main branch).
+        branches: The data model's branches (``activeBranchName``), main = ``toolbox``.
         threads: Chat threads by chatId.
         sessions: Embed sessions by sessionId.
     """
@@ -150,6 +152,9 @@ class ChatService:
     def __init__(self, settings: ChatApiSettings, *, toolbox: Toolbox) -> None:
         self.settings = settings
         self.toolbox = toolbox
+        self.branches = BranchCatalog(
+            settings.model_dir.parent, main=settings.model_dir.name, base=toolbox
+        )
         self.threads = ThreadStore()
         self.sessions = SessionStore()
 
@@ -165,7 +170,9 @@ class ChatService:
         self._authenticate(request)
         self._check_agent(request.path_params)
         body = await read_body(request, ChatRequest)
-        self._check_branch(body)
+        toolbox = self.branches.toolbox_for(
+            body.active_branch_name, is_default_branch=body.effective_is_default_branch
+        )
         owner = body.session_settings.user_key
         if body.input is None:
             if body.chat_id is None:
@@ -177,15 +184,19 @@ class ChatService:
         else:
             thread = self.threads.find(body.chat_id, owner=owner)
         abort_event = self.threads.start_turn(thread)
-        turn = self._turn(thread, question=body.input, session=body.session_settings)
+        turn = self._turn(
+            thread, question=body.input, session=body.session_settings, toolbox=toolbox
+        )
         stream = turn_stream(turn, abort_event, line_delay_ms=self.settings.line_delay_ms)
 
         def finish() -> None:
-            self.threads.finish_turn(thread, messages=turn.summaries(), spec=turn.spec)
+            self.threads.finish_turn(thread, messages=turn.summaries(), spec=turn.plan_state)
 
         return NdjsonResponse(stream, on_close=finish)
 
-    def _turn(self, thread: Thread, *, question: str, session: SessionSettings) -> Turn:
+    def _turn(
+        self, thread: Thread, *, question: str, session: SessionSettings, toolbox: Toolbox
+    ) -> Turn:
         request = TurnRequest(
             chat_id=thread.chat_id,
             question=question,
@@ -196,7 +207,7 @@ class ChatService:
             development_mode=self.settings.development_mode,
             row_limit=self.settings.row_limit,
         )
-        return Turn(request, toolbox=self.toolbox)
+        return Turn(request, toolbox=toolbox)
 
     async def abort(self, request: Request) -> Response:
         """``POST .../stream-chat-state/abort``: 204 (interface, "2. Abort").
@@ -243,16 +254,6 @@ class ChatService:
         for name, wire_name, what in _PATH_PARAMS:
             if params[name] != getattr(self.settings, name):
                 raise NotFoundError(f"{what} not found: {wire_name} {params[name]!r}")
-
-    def _check_branch(self, body: ChatRequest) -> None:
-        main = self.settings.model_dir.name
-        branch = body.active_branch_name
-        if branch is not None and branch != main:
-            raise InvalidRequestError(
-                f"activeBranchName: unknown branch {branch!r} (only {main!r})"
-            )
-        if branch == main and not body.effective_is_default_branch:
-            raise InvalidRequestError(f"isDefaultBranch: must be true for the main branch {main!r}")
 
 
 async def health(request: Request) -> Response:

@@ -11,6 +11,7 @@ a result whose JSON has an ``error`` property) with one ``except`` clause::
      ├── QueryExecutionError     DuckDB failed or timed out while running a compiled query
      └── RequestError            the server refuses an HTTP request: status_code, message
           ├── InvalidRequestError   400: body or parameters invalid
+          │    └── UnknownBranchError   activeBranchName names no branch (branch, known)
           ├── UnauthorizedError     401: API key missing or wrong
           ├── BodyTooLargeError     413: body over the size limit (max_bytes)
           ├── ThreadOwnerError      403: another user owns the thread (chat_id)
@@ -182,3 +183,19 @@ class BodyTooLargeError(RequestError):
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         super().__init__(f"request body larger than {max_bytes} bytes")
+
+
+class UnknownBranchError(InvalidRequestError):
+    """400: ``activeBranchName`` names no branch of the data model (interface, "1. Chat").
+
+    Attributes:
+        branch: The name asked for.
+        known: The branch names that exist.
+    """
+
+    def __init__(self, branch: str, *, known: tuple[str, ...]) -> None:
+        self.branch = branch
+        self.known = known
+        super().__init__(
+            f"activeBranchName: unknown branch {branch!r}; branches: {', '.join(known)}"
+        )

@@ -3,14 +3,28 @@
 A :class:`QuerySpec` is what the planner produces and what a thread keeps as the context of a
 follow-up question; :func:`render_semantic_sql` turns it into Semantic SQL (Cube documentation,
 "SQL API": views as tables, ``MEASURE()`` around measures).
+
+Threads keep the last spec as a :data:`PlanState`, a JSON object they store without looking
+inside (``{"version": 1, "spec": {"view": ..., "measures": [...], ...}}``);
+:func:`plan_state` and :func:`spec_from_state` convert, validated by pydantic.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from chat_api.members import column_name
 from chat_api.reading import Direction, Operator, Scalar
+
+logger = logging.getLogger(__name__)
+
+PLAN_STATE_VERSION = 1
+PlanState = dict[str, Any]
+"""A query spec as a JSON object: ``{"version": 1, "spec": {...}}`` (see :func:`plan_state`)."""
 
 
 @dataclass(frozen=True)
@@ -101,3 +115,35 @@ def literal(value: Scalar) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+_SPEC_ADAPTER: TypeAdapter[QuerySpec] = TypeAdapter(QuerySpec)
+
+
+def plan_state(spec: QuerySpec) -> PlanState:
+    """Returns: ``spec`` as a JSON-ready object, ``{"version": 1, "spec": {"view": "flights",
+    "measures": ["flights.count"], "dimensions": [], "filters": [{"member", "operator",
+    "values"}], "order": [["flights.count", "desc"]], "limit": null}}``."""
+    return {"version": PLAN_STATE_VERSION, "spec": _SPEC_ADAPTER.dump_python(spec, mode="json")}
+
+
+def spec_from_state(state: PlanState | None) -> QuerySpec | None:
+    """Reads a :data:`PlanState` back.
+
+    Args:
+        state: What :func:`plan_state` returned (after a JSON round trip), or None.
+
+    Returns:
+        The spec, or None for None, another version or a malformed state (logged: a thread
+        whose follow-up context cannot be read continues as if it had none).
+    """
+    if state is None:
+        return None
+    if not isinstance(state, dict) or state.get("version") != PLAN_STATE_VERSION:
+        logger.warning("plan state ignored reason=version state=%.200r", state)
+        return None
+    try:
+        return _SPEC_ADAPTER.validate_python(state.get("spec"))
+    except ValidationError as exc:
+        logger.warning("plan state ignored reason=invalid error=%s", exc.errors()[:1])
+        return None

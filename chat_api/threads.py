@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from chat_api.errors import ThreadBusyError, ThreadNotFoundError, ThreadOwnerError
 
 if TYPE_CHECKING:
-    from chat_api.planner import QuerySpec
+    from chat_api.specs import PlanState
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,8 @@ class Thread:
         memory_id: The id given as ``memoryId`` to the SQL tool on this thread.
         messages: Summaries ``{"id", "role", "content"}`` of the user messages and final answers,
             oldest first; the ``__state__`` line carries them.
-        last_spec: The query of the last answered turn, the context of a follow-up question.
+        last_spec: The query of the last answered turn as an opaque JSON object
+            (``Turn.plan_state``), the context of a follow-up question.
         state: ``"running"`` while a turn streams, ``"done"`` otherwise.
         abort_event: Set by an abort; renewed at the start of each turn.
         turns: Turns started on this thread.
@@ -56,7 +57,7 @@ class Thread:
     owner: str
     memory_id: str
     messages: list[dict[str, Any]] = field(default_factory=list)
-    last_spec: QuerySpec | None = None
+    last_spec: PlanState | None = None
     state: ThreadState = "done"
     abort_event: asyncio.Event = field(default_factory=asyncio.Event)
     turns: int = 0
@@ -125,7 +126,7 @@ class ThreadStore:
         return thread.abort_event
 
     def finish_turn(
-        self, thread: Thread, *, messages: list[dict[str, Any]], spec: QuerySpec | None
+        self, thread: Thread, *, messages: list[dict[str, Any]], spec: PlanState | None
     ) -> None:
         """Marks ``thread`` done, appending the turn's message summaries.
 

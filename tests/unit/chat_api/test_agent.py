@@ -16,9 +16,10 @@ import pytest
 from chat_api import agent
 from chat_api.agent import Toolbox, Turn, TurnRequest, answer_chunks, snapshot_lines
 from chat_api.errors import QueryExecutionError
-from chat_api.planner import Plan, QuerySpec, plan_question
+from chat_api.planner import Plan, plan_question
 from chat_api.policies import UserContext
 from chat_api.semantic import SemanticModel
+from chat_api.specs import PlanState
 from chat_api.vocabulary import load_vocabulary
 from chat_api.warehouse import Warehouse
 from models import wire
@@ -42,7 +43,7 @@ def _turn(
     question: str = MARCH,
     *,
     user: UserContext | None = None,
-    previous: QuerySpec | None = None,
+    previous: PlanState | None = None,
     development_mode: bool = True,
 ) -> tuple[Turn, list[dict[str, Any]]]:
     request = TurnRequest(
@@ -221,7 +222,7 @@ def test_origin_attribute_limits_the_numbers(toolbox: Toolbox) -> None:
 def test_a_follow_up_refines_the_previous_query(toolbox: Toolbox) -> None:
     first, _ = _turn(toolbox, "Average arrival delay by carrier")
     assert first.spec is not None
-    _, lines = _turn(toolbox, "and only from JFK?", previous=first.spec)
+    _, lines = _turn(toolbox, "and only from JFK?", previous=first.plan_state)
     call = _tool(lines, wire.TOOL_SQL).tool_call
     assert call is not None
     given = sql_input(call)
