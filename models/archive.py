@@ -14,7 +14,9 @@ Tables (design.md, "Archive tables"), one row per:
   (:mod:`pipeline.lifecycle`); ``normalised_attempt`` is the latest attempt whose derived rows
   are written.
 * ``job_events``: lifecycle event, as received (``payload``) — key (job, attempt, kind).
-* ``stream_lines``: raw NDJSON line, bytes exactly as received — key (job, attempt, line_no).
+* ``stream_lines``: raw NDJSON line, bytes exactly as received — key (job, attempt, line_no);
+  ``raw_sha256`` and ``chain_hash`` make it tamper-evident (:mod:`pipeline.chain`, migration
+  0002); ``redaction``/``redacted_at`` mark content removed by retention or redaction.
 * ``messages``, ``tool_calls``, ``sql_queries``, ``answers``: derived from a complete attempt's
   lines by :func:`pipeline.transcript.normalise`; recomputable from ``stream_lines``.
 
@@ -42,6 +44,7 @@ from sqlalchemy import (
     Table,
     Text,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, DOUBLE_PRECISION, JSONB
 
@@ -55,6 +58,7 @@ JOB_STATUSES: Final = ("submitted", "running", "completed", "failed", "aborted")
 EVENT_KINDS: Final = ("accepted", "started", "first_line", "completed", "failed", "aborted")
 ANSWER_SOURCES: Final = ("final", "fallback", "none")
 TOOL_KINDS: Final = ("meta", "sql", "other")
+REDACTIONS: Final = ("redacted", "deleted")
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
@@ -80,6 +84,7 @@ runs = Table(
     Column("created_by", Text),
     Column("job_count", Integer),
     Column("options", JSONB(none_as_null=True)),
+    Column("rerun_of", Text),
 )
 
 jobs = Table(
@@ -139,6 +144,18 @@ stream_lines = Table(
     Column("message_id", Text),
     Column("payload", JSONB(none_as_null=True)),
     _tz("archived_at", nullable=False, now=True),
+    Column("raw_sha256", LargeBinary),
+    Column("chain_hash", LargeBinary),
+    Column("redaction", Text),
+    _tz("redacted_at"),
+    _one_of("redaction", REDACTIONS, "redaction"),
+    Index(
+        "ix_stream_lines_unchained",
+        "job_id",
+        "attempt",
+        "line_no",
+        postgresql_where=text("chain_hash IS NULL"),
+    ),
 )
 
 messages = Table(
@@ -198,6 +215,8 @@ sql_queries = Table(
     Column("rows", JSONB(none_as_null=True)),
     Column("returned_rows", Integer),
     Column("error", Text),
+    Column("views", ARRAY(Text)),
+    Column("members", ARRAY(Text)),
 )
 
 answers = Table(
@@ -212,7 +231,11 @@ answers = Table(
     Column("line_no", Integer),
     Column("stream_errors", ARRAY(Text), nullable=False),
     _tz("normalised_at", nullable=False, now=True),
+    _tz("published_at"),
     _one_of("source", ANSWER_SOURCES, "source"),
+    Index(
+        "ix_answers_unpublished", "job_id", "attempt", postgresql_where=text("published_at IS NULL")
+    ),
 )
 
 DERIVED_TABLES: Final = (messages, tool_calls, sql_queries, answers)

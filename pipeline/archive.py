@@ -51,6 +51,7 @@ from pipeline.errors import (
     ArchiveUnavailableError,
     PipelineError,
 )
+from pipeline.redaction import Redactor
 from pipeline.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -176,9 +177,17 @@ class ArchiveWriter:
         schema: The schema the tables live in (``settings.database_schema``).
     """
 
-    def __init__(self, engine: sa.Engine, *, schema: str, owns_engine: bool = False) -> None:
+    def __init__(
+        self,
+        engine: sa.Engine,
+        *,
+        schema: str,
+        owns_engine: bool = False,
+        redactor: Redactor | None = None,
+    ) -> None:
         self._engine = engine
         self._schema = schema
+        self._redactor = redactor
         self._owns_engine = owns_engine
         self.batches = 0
         self.lines_inserted = 0
@@ -189,7 +198,10 @@ class ArchiveWriter:
     def from_settings(cls, settings: Settings) -> ArchiveWriter:
         """Returns: a writer with its own engine (:func:`create_engine`); :meth:`close` it."""
         engine = create_engine(settings)
-        return cls(engine, schema=settings.database_schema, owns_engine=True)
+        redactor = Redactor.build(
+            detectors=settings.redact_detectors, patterns=settings.redact_patterns
+        )
+        return cls(engine, schema=settings.database_schema, owns_engine=True, redactor=redactor)
 
     def __repr__(self) -> str:
         return (
@@ -224,7 +236,9 @@ class ArchiveWriter:
         started = time.monotonic()
         with translate_errors("write_batch"), self._engine.begin() as conn:
             events_inserted, jobs_updated = self._write_events(conn, lines, events)
-            lines_inserted = archive_lines.write_lines(conn, lines, schema=self._schema)
+            lines_inserted = archive_lines.write_lines(
+                conn, lines, schema=self._schema, redactor=self._redactor
+            )
             known = {(line.job_id, line.attempt, line.line_no): line for line in lines}
             touched = _touched(lines, events)
             normalised = archive_derived.normalise_ready(conn, touched, known=known)

@@ -12,6 +12,12 @@ byte for byte, whatever it holds.
 but ``jsonb`` refuses (``\\u0000``, a lone surrogate, ``NaN``, a number out of range) would fail
 the cast; then the insert is redone under a savepoint through ``try_jsonb`` (migration 0001),
 and such lines keep ``payload`` NULL with the reason in ``parse_error``.
+
+Tamper evidence and redaction (migration 0002): every staged row carries ``raw_sha256`` (of the
+line as received) and, when it continues its attempt's chain without a gap, its ``chain_hash``
+(:mod:`pipeline.chain`: computed in Python per attempt in line order, so the ``COPY`` path gains
+one sha256 per line and two index probes per batch). With redaction rules configured
+(:class:`pipeline.redaction.Redactor`), ``raw`` is the redacted line, marked ``redacted``.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import psycopg
@@ -27,6 +34,8 @@ from sqlalchemy import exc as sa_exc
 
 from models.archive import storable_text
 from models.records import LineEnvelope
+from pipeline import chain
+from pipeline.redaction import Redactor
 
 logger = logging.getLogger(__name__)
 
@@ -46,10 +55,17 @@ _COLUMNS: Final = (
     "terminated",
     "chat_id",
     "parse_error",
+    "raw_sha256",
+    "chain_hash",
+    "redaction",
+    "redacted_at",
     "message_id",
     "payload",
 )
-_TYPES: Final = ("text", "int4", "int4", "timestamptz", "bytea", "bool", "text", "text", "text")
+_TYPES: Final = (
+    *("text", "int4", "int4", "timestamptz", "bytea", "bool", "text", "text"),
+    *("bytea", "bytea", "text", "timestamptz", "text"),
+)
 _CREATE_STAGE: Final = (
     f"CREATE TEMPORARY TABLE IF NOT EXISTS {STAGE_TABLE} ("
     + ", ".join(f"{c} {t}" for c, t in zip(_COLUMNS, (*_TYPES, "text"), strict=True))
@@ -61,19 +77,27 @@ _FAST_SELECT: Final = f"SELECT {_KEYED}, message_id, payload::jsonb FROM pg_temp
 _SAFE_SELECT: Final = (
     "SELECT job_id, attempt, line_no, received_at, raw, terminated, chat_id,"
     " CASE WHEN s.payload IS NOT NULL AND t.payload IS NULL THEN '{refused}'"
-    " ELSE s.parse_error END, message_id, t.payload"
+    " ELSE s.parse_error END, raw_sha256, chain_hash, redaction, redacted_at, message_id,"
+    " t.payload"
     ' FROM pg_temp.{stage} AS s CROSS JOIN LATERAL (SELECT "{schema}".try_jsonb(s.payload)'
     " AS payload) AS t"
 )
 
 
-def write_lines(conn: sa.Connection, lines: Sequence[LineEnvelope], *, schema: str) -> int:
+def write_lines(
+    conn: sa.Connection,
+    lines: Sequence[LineEnvelope],
+    *,
+    schema: str,
+    redactor: Redactor | None = None,
+) -> int:
     """Stores lines in ``stream_lines``; a (job, attempt, line_no) already there is skipped.
 
     Args:
-        conn: A connection inside the batch's transaction.
+        conn: A connection inside the batch's transaction (the jobs' advisory locks held).
         lines: Decoded line records, any order, duplicates allowed.
         schema: The archive's schema (validated by :class:`pipeline.settings.Settings`).
+        redactor: Redaction rules applied to ``raw`` before storage (None or empty: none).
 
     Returns:
         How many rows were new.
@@ -85,7 +109,15 @@ def write_lines(conn: sa.Connection, lines: Sequence[LineEnvelope], *, schema: s
     if not lines:
         return 0
     conn.exec_driver_sql(_CREATE_STAGE)
-    _copy(_driver(conn), lines)
+    pairs = {(line.job_id, line.attempt) for line in lines}
+    hashes = chain.extend(lines, chain.read_heads(conn, pairs, schema=schema))
+    _copy(_driver(conn), lines, hashes, redactor)
+    inserted = _insert(conn, schema)
+    chain.link_pending(conn, pairs, schema=schema)
+    return inserted
+
+
+def _insert(conn: sa.Connection, schema: str) -> int:
     insert = (
         f'INSERT INTO "{schema}".stream_lines ({", ".join(_COLUMNS)}) {{select}}'
         " ON CONFLICT (job_id, attempt, line_no) DO NOTHING"
@@ -99,9 +131,23 @@ def write_lines(conn: sa.Connection, lines: Sequence[LineEnvelope], *, schema: s
     return conn.exec_driver_sql(insert.format(select=safe)).rowcount
 
 
-def staged_row(line: LineEnvelope) -> tuple[Any, ...]:
+def staged_row(
+    line: LineEnvelope,
+    *,
+    chain_hash: bytes | None = None,
+    redactor: Redactor | None = None,
+) -> tuple[Any, ...]:
     """Returns: the staging row of a line; text cleaned (:func:`models.archive.storable_text`),
-    ``payload`` the line's JSON text when it parsed and holds no ``\\u0000``, else None."""
+    ``payload`` the line's JSON text when it parsed and holds no ``\\u0000``, else None;
+    ``raw_sha256`` of the line as received; ``raw`` redacted when ``redactor`` matches."""
+    digest = chain.raw_sha256(line.raw)
+    redaction, redacted_at = None, None
+    if redactor:
+        redacted = redactor.redact_line(line.raw)
+        if redacted is not line.raw:
+            kept = line.model_dump(exclude={"message", "parse_error", "raw"})
+            line = LineEnvelope.from_raw(**kept, raw=redacted)
+            redaction, redacted_at = "redacted", datetime.now(UTC)
     message = line.message
     payload = line.raw.decode("utf-8") if message is not None else None
     parse_error = line.parse_error
@@ -116,16 +162,26 @@ def staged_row(line: LineEnvelope) -> tuple[Any, ...]:
         line.terminated,
         _text(line.chat_id),
         _text(parse_error),
+        digest,
+        chain_hash,
+        redaction,
+        redacted_at,
         _text(message.id if message is not None else None),
         payload,
     )
 
 
-def _copy(driver: psycopg.Connection[Any], lines: Sequence[LineEnvelope]) -> None:
+def _copy(
+    driver: psycopg.Connection[Any],
+    lines: Sequence[LineEnvelope],
+    hashes: dict[tuple[str, int, int], bytes],
+    redactor: Redactor | None,
+) -> None:
     with driver.cursor() as cursor, cursor.copy(_COPY) as copy:
         copy.set_types([*_TYPES, "text"])
         for line in lines:
-            copy.write_row(staged_row(line))
+            key = (line.job_id, line.attempt, line.line_no)
+            copy.write_row(staged_row(line, chain_hash=hashes.get(key), redactor=redactor))
 
 
 def _driver(conn: sa.Connection) -> psycopg.Connection[Any]:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from models import tools
 from models.chat import ToolCall
 from models.errors import ToolPayloadError
+from pipeline.sql_refs import touched
 
 MAX_NESTING = 8
 """How deep :func:`unnest` looks for JSON strings inside a payload."""
@@ -68,7 +69,8 @@ class SqlQueryRow(ArchiveRow):
 
     ``rows`` are the returned rows as sent (arrays, or objects in the older payload; the
     service returns at most 100); ``returned_rows`` counts them; ``total_rows`` is
-    ``totalRows``; ``vega_spec`` is the parsed Vega-Lite spec.
+    ``totalRows``; ``vega_spec`` is the parsed Vega-Lite spec; ``views`` and ``members``
+    (``view.member``) are what the SQL reads (:func:`pipeline.sql_refs.touched`).
     """
 
     job_id: str
@@ -87,6 +89,8 @@ class SqlQueryRow(ArchiveRow):
     rows: list[Any] | None
     returned_rows: int | None
     error: str | None
+    views: tuple[str, ...] = ()
+    members: tuple[str, ...] = ()
 
 
 def tool_call_row(job_id: str, attempt: int, message_id: str, call: ToolCall) -> ToolCallRow:
@@ -177,24 +181,44 @@ def sql_query_row(call: ToolCallRow) -> SqlQueryRow:
     rows = data if isinstance(data, list) else None
     schema = got.get("schema")
     error = got.get("error")
+    sql = _first_text("sqlQuery", got, given) or _first_text("query", given, got)
+    refs = touched(sql)
     return SqlQueryRow(
         job_id=call.job_id,
         attempt=call.attempt,
         message_id=call.message_id,
         tool_name=call.name,
-        sql_query=_first_text("sqlQuery", got, given) or _first_text("query", given, got),
+        sql_query=sql,
         query_title=_first_text("queryTitle", got, given),
         description=_first_text("description", got, given),
         user_request=_first_text("userRequest", got, given),
         memory_id=_first_text("memoryId", given, got),
-        result_schema=schema if isinstance(schema, list) else None,
+        result_schema=schema if isinstance(schema, list) else _object_schema(rows, got),
         total_rows=_integer(got.get("totalRows")),
         result_uuid=_first_text("uuid", got),
         vega_spec=got.get("vegaSpec", given.get("vegaSpec")),
         rows=rows,
         returned_rows=len(rows) if rows is not None else None,
         error=None if error is None else error_text(error),
+        views=refs.views,
+        members=refs.members,
     )
+
+
+def _object_schema(rows: list[Any] | None, got: dict[str, Any]) -> list[Any] | None:
+    """The older payload's rows are objects: their keys (first row's order) become the schema,
+    with the type from ``annotation`` (``{"measures"|"dimensions": {name: {"type"}}}``) when
+    given (field notes, "Tool names and payloads")."""
+    if not rows or not all(isinstance(row, dict) for row in rows):
+        return None
+    annotation = got.get("annotation")
+    types: dict[str, Any] = {}
+    if isinstance(annotation, dict):
+        for group in annotation.values():
+            if isinstance(group, dict):
+                types.update({k: v.get("type") for k, v in group.items() if isinstance(v, dict)})
+    names = list(dict.fromkeys(key for row in rows for key in row))
+    return [{"name": name, "column_type": types.get(name)} for name in names]
 
 
 def error_text(error: Any) -> str:

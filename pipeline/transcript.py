@@ -112,6 +112,8 @@ class Transcript:
         answer: The answer row (always present, ``source="none"`` when there is none).
         errors: Messages of the bare ``{"error": ...}`` lines, in line order.
         parse_errors: ``(line_no, reason)`` of lines that are not stream messages.
+        aborted, suspended: The stream carried ``__aborted__`` / ``__suspended__``.
+        usage: ``__usage__``'s ``usage`` object (LLM calls, tokens), when sent.
     """
 
     job_id: str
@@ -123,6 +125,9 @@ class Transcript:
     answer: AnswerRow
     errors: tuple[str, ...]
     parse_errors: tuple[tuple[int, str], ...]
+    aborted: bool = False
+    suspended: bool = False
+    usage: dict[str, Any] | None = None
 
 
 @dataclass
@@ -226,7 +231,15 @@ def normalise(
         answer=answer,
         errors=tuple(errors),
         parse_errors=tuple(parse_errors),
+        aborted=wire.ID_ABORTED in drafts,
+        suspended=wire.ID_SUSPENDED in drafts,
+        usage=_usage(drafts.get(wire.ID_USAGE)),
     )
+
+
+def _usage(draft: _Draft | None) -> dict[str, Any] | None:
+    usage = draft.extra.get("usage") if draft is not None else None
+    return usage if isinstance(usage, dict) else None
 
 
 def _key(lines: Sequence[LineEnvelope], job_id: str | None, attempt: int | None) -> tuple[str, int]:

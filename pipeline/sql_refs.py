@@ -1,0 +1,90 @@
+"""What a Semantic SQL query touches and whether it orders its rows (pure, sqlglot).
+
+Semantic SQL is PostgreSQL where each view (or cube) is a table and its members are columns;
+measures appear as ``MEASURE(member)`` (field notes, "Semantic data model"). Queries come from
+the agent and may be anything, so parsing never raises: a query sqlglot cannot read touches
+nothing we can name (:func:`touched` gives empty tuples) and counts as unordered.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+logger = logging.getLogger(__name__)
+
+DIALECT = "postgres"
+
+
+@dataclass(frozen=True)
+class SqlRefs:
+    """Views and members (``view.member``) a query reads, sorted; ``ordered`` when its outermost
+    SELECT has ``ORDER BY``."""
+
+    views: tuple[str, ...]
+    members: tuple[str, ...]
+    ordered: bool
+
+
+NOTHING = SqlRefs(views=(), members=(), ordered=False)
+
+
+def touched(sql: str | None) -> SqlRefs:
+    """Reads the views and members of a query.
+
+    Args:
+        sql: The query text (None: nothing).
+
+    Returns:
+        Views (tables not defined by a CTE), members as ``view.member`` (unqualified columns
+        count for the only view, or are left out when several are joined; a select alias named
+        in ORDER BY, GROUP BY or HAVING is not a member), and whether the rows are ordered.
+    """
+    if not sql or not sql.strip():
+        return NOTHING
+    try:
+        tree = sqlglot.parse_one(sql, read=DIALECT)
+    except (SqlglotError, ValueError) as exc:
+        logger.debug("sql not parsed error=%s", exc)
+        return NOTHING
+    if tree is None:
+        return NOTHING
+    ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
+    aliases: dict[str, str] = {}
+    views: set[str] = set()
+    for table in tree.find_all(exp.Table):
+        if table.name and table.name not in ctes:
+            views.add(table.name)
+            aliases[table.alias_or_name] = table.name
+    outputs = {e.alias for e in tree.find_all(exp.Alias) if e.alias}
+    members = {m for c in tree.find_all(exp.Column) if (m := _member(c, aliases, views, outputs))}
+    return SqlRefs(tuple(sorted(views)), tuple(sorted(members)), _ordered(tree))
+
+
+def _member(column: exp.Column, aliases: dict[str, str], views: set[str], outputs: set[str]) -> str:
+    name = column.name
+    if not name:
+        return ""
+    if column.table:
+        view = aliases.get(column.table, column.table)
+        return f"{view}.{name}" if view in views else ""
+    if name in outputs and column.find_ancestor(exp.Order, exp.Group, exp.Having) is not None:
+        return ""  # ORDER BY n / GROUP BY n naming a select alias
+    if len(views) != 1:
+        return ""
+    return f"{next(iter(views))}.{name}"
+
+
+def _ordered(tree: object) -> bool:
+    if isinstance(tree, exp.Query):
+        return tree.args.get("order") is not None
+    return False
+
+
+def orders_rows(sql: str | None) -> bool:
+    """Returns: True when the query's outermost SELECT has ``ORDER BY`` (row order matters)."""
+    return touched(sql).ordered
