@@ -66,12 +66,14 @@ def _hand_count(server: RunningServer, where: str) -> int:
 
 async def test_without_a_branch_queries_run_against_main(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     lines = await _lines(client, server, _body())
     assert _count(lines) == _hand_count(server, "month = 3") == 28_834
 
 
-async def test_the_dev_branch_runs_its_own_model(server: RunningServer, client: httpx.AsyncClient):
+async def test_the_dev_branch_runs_its_own_model(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
     lines = await _lines(client, server, _body(activeBranchName="dev"))
     departed = _hand_count(server, "month = 3 AND dep_time IS NOT NULL")
     assert _count(lines) == departed
@@ -80,7 +82,7 @@ async def test_the_dev_branch_runs_its_own_model(server: RunningServer, client: 
 
 async def test_only_the_dev_branch_lists_its_extra_measure(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     question = "How many cancelled flights were there?"
 
     def members(lines: list[StreamMessage]) -> set[str]:
@@ -95,7 +97,7 @@ async def test_only_the_dev_branch_lists_its_extra_measure(
 
 async def test_main_named_with_is_default_branch_true_is_main(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     body = _body(activeBranchName="main", isDefaultBranch=True)
     assert _count(await _lines(client, server, body)) == _hand_count(server, "month = 3")
 
@@ -114,7 +116,7 @@ async def test_main_named_with_is_default_branch_true_is_main(
 )
 async def test_branch_rules_refuse_with_400_naming_the_field(
     server: RunningServer, client: httpx.AsyncClient, fields: dict[str, Any], message: str
-):
+) -> None:
     response = await client.post(server.chat_url(), json=_body(**fields), headers=server.headers)
     assert response.status_code == 400, response.text
     assert message in response.json()["error"]
@@ -122,7 +124,7 @@ async def test_branch_rules_refuse_with_400_naming_the_field(
 
 async def test_a_thread_state_request_checks_the_branch_too(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     first = await _lines(client, server, _body())
     chat_id = first[0].state["chatId"] if first[0].state else None
     body = _body(None, chatId=chat_id, activeBranchName="nope")
@@ -133,7 +135,7 @@ async def test_a_thread_state_request_checks_the_branch_too(
 
 async def test_a_dev_branch_model_is_loaded_once_and_kept(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     branches = server.app.state.service.branches
     await _lines(client, server, _body(activeBranchName="dev"))
     toolbox = branches.toolbox_for("dev", is_default_branch=False)
