@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from chat_api.answers import compose_answer, compose_cannot_answer, vega_spec
-from chat_api.compiler import CompiledQuery, compile_semantic_sql
-from chat_api.errors import QueryExecutionError, SemanticSqlError
+from chat_api.compiler import CompiledQuery
 from chat_api.planner import CannotAnswer, Plan, QuerySpec, plan_question
 from chat_api.policies import UserContext
 from chat_api.search import search_members
 from chat_api.semantic import SemanticModel
 from chat_api.specs import PlanState, plan_state, spec_from_state
+from chat_api.sql_tool import ToolError, compile_tool_query, result_payload, run_tool_query
 from chat_api.vocabulary import Vocabulary
 from chat_api.warehouse import QueryResult, Warehouse
 from models import wire
@@ -226,44 +226,31 @@ class Turn:
 
     def _sql_tool(self, plan: Plan) -> Generator[Line, Any, str]:
         """Compiles and runs the plan's query; a refusal or failure becomes a tool error."""
-        compiled, error = self._compile(plan)
+        model, user = self._toolbox.model, self.request.user
+        compiled = compile_tool_query(plan.semantic_sql, model=model, user=user)
         payload = self._sql_input(plan, compiled)
         call_id = yield from self._tool_lines(wire.TOOL_SQL, payload)
         call = {"name": wire.TOOL_SQL, "input": json.dumps(payload)}
-        result: QueryResult | None = None
-        if compiled is not None:
-            result, error = self._run(compiled)
-        if result is None:
-            call["result"] = json.dumps(error)
+        outcome: QueryResult | ToolError = compiled if isinstance(compiled, dict) else {}
+        if not isinstance(compiled, dict):
+            self.sql_queries += 1
+            outcome = run_tool_query(
+                compiled, warehouse=self._toolbox.warehouse, row_limit=self.request.row_limit
+            )
+        if isinstance(outcome, dict):
+            call["result"] = json.dumps(outcome)
             yield self._tool_line(call_id, call, in_process=False)
-            logger.info("sql tool failed chat_id=%s code=%s", self.request.chat_id, error["code"])
-            return f"I could not answer that: the query “{plan.title}” failed ({error['error']})."
+            logger.info("sql tool failed chat_id=%s code=%s", self.request.chat_id, outcome["code"])
+            return f"I could not answer that: the query “{plan.title}” failed ({outcome['error']})."
         self.spec = plan.spec
-        call["result"] = json.dumps(self._sql_result(payload, result))
+        result = result_payload(payload, outcome, row_limit=self.request.row_limit)
+        call["result"] = json.dumps(result)
         yield self._tool_line(call_id, call, in_process=False)
         return compose_answer(
-            plan, columns=result.columns, rows=result.rows, total_rows=result.total_rows
+            plan, columns=outcome.columns, rows=outcome.rows, total_rows=outcome.total_rows
         )
 
-    def _compile(self, plan: Plan) -> tuple[CompiledQuery | None, dict[str, Any]]:
-        try:
-            compiled = compile_semantic_sql(
-                plan.semantic_sql, model=self._toolbox.model, user=self.request.user
-            )
-        except SemanticSqlError as exc:
-            return None, {"error": exc.message, "code": exc.code}
-        return compiled, {}
-
-    def _run(self, compiled: CompiledQuery) -> tuple[QueryResult | None, dict[str, Any]]:
-        self.sql_queries += 1
-        try:
-            result = self._toolbox.warehouse.run(compiled, row_limit=self.request.row_limit)
-        except QueryExecutionError as exc:
-            code = "query_timeout" if exc.timed_out else "query_failed"
-            return None, {"error": exc.message, "code": code}
-        return result, {}
-
-    def _sql_input(self, plan: Plan, compiled: CompiledQuery | None) -> dict[str, Any]:
+    def _sql_input(self, plan: Plan, compiled: CompiledQuery | ToolError) -> dict[str, Any]:
         payload = {
             "sqlQuery": plan.semantic_sql,
             "queryTitle": plan.title,
@@ -271,21 +258,9 @@ class Turn:
             "userRequest": self.request.question,
             "memoryId": self.request.memory_id,
         }
-        if compiled is not None:
+        if not isinstance(compiled, dict):
             payload["vegaSpec"] = json.dumps(vega_spec(plan, columns=compiled.columns))
         return payload
-
-    def _sql_result(self, payload: dict[str, Any], result: QueryResult) -> dict[str, Any]:
-        found = {
-            key: payload[key] for key in ("sqlQuery", "queryTitle", "description", "userRequest")
-        }
-        found["schema"] = [{"name": n, "column_type": t} for n, t in result.columns]
-        found["data"] = [list(row) for row in result.rows[: self.request.row_limit]]
-        found["totalRows"] = result.total_rows
-        found["uuid"] = str(uuid.uuid4())
-        if "vegaSpec" in payload:
-            found["vegaSpec"] = payload["vegaSpec"]
-        return found
 
     def _answer(self, answer: str) -> Iterator[Line]:
         delta_id = str(uuid.uuid4())
