@@ -7,6 +7,8 @@ Commands::
     chatscribe worker                              a worker process (faust)
     chatscribe sink                                a sink process (Kafka → PostgreSQL)
     chatscribe batch FILE [--chat-url] [--api-key] [--json]   run a questions file, print a report
+    chatscribe batch FILE --detach                 submit only; print the run id
+    chatscribe runs show|wait RUN_ID               a run's progress / wait for its outcome
     chatscribe cancel JOB_ID... [--reason]         ask the workers to abort these jobs
     chatscribe demo FILE                           start API, worker and sink; run FILE; stop them
 
@@ -24,6 +26,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from pipeline.cli_runs import runs_app
 from pipeline.settings import Settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0])
@@ -31,6 +34,7 @@ api_app = typer.Typer(no_args_is_help=True, help="Our Chat API implementation.")
 db_app = typer.Typer(no_args_is_help=True, help="The PostgreSQL archive.")
 app.add_typer(api_app, name="api")
 app.add_typer(db_app, name="db")
+app.add_typer(runs_app, name="runs")
 
 err = Console(stderr=True)
 
@@ -114,11 +118,24 @@ def batch(
     api_key: ApiKey = None,
     json_output: Annotated[bool, typer.Option("--json", help="One JSON object per job.")] = False,
     timeout: Timeout = 600.0,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="Submit, print the run id, do not wait.")
+    ] = False,
     verbose: Verbose = False,
 ) -> None:
     """Submit a questions file as a run, wait for it, print the report. Exit 1 if a job failed."""
     _logging(verbose)
-    from pipeline.runner import run_questions_file
+    from pipeline.runner import run_questions_file, submit_questions_file
+
+    if detach:
+        run = asyncio.run(
+            submit_questions_file(Settings(), file, chat_url=chat_url, api_key=api_key)
+        )
+        err.print(
+            f"{run.job_count} job(s) submitted; follow with `chatscribe runs wait {run.run_id}`"
+        )
+        print(run.run_id)
+        return
 
     outcome = asyncio.run(
         run_questions_file(

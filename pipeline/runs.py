@@ -38,6 +38,16 @@ class RunProgress:
         """True when every expected job is finished."""
         return self.finished >= self.expected
 
+    def to_json(self) -> dict[str, Any]:
+        """Returns: the progress as a JSON object, ``done`` included."""
+        return {
+            "expected": self.expected,
+            "known": self.known,
+            "finished": self.finished,
+            "done": self.done,
+            "by_status": dict(sorted(self.by_status.items())),
+        }
+
 
 @dataclass(frozen=True)
 class JobResult:
@@ -69,6 +79,42 @@ class JobResult:
             value = out[key]
             out[key] = value.isoformat() if value is not None else None
         return out
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A ``runs`` row: what was submitted, when and by whom.
+
+    Attributes:
+        run_id, name, source_file, chat_url, created_by: As recorded by ``chatscribe batch``.
+        created_at: When the run was recorded (UTC).
+        job_count: Jobs submitted (the number ``runs wait`` waits for).
+    """
+
+    run_id: str
+    name: str | None
+    source_file: str | None
+    chat_url: str | None
+    created_at: datetime
+    created_by: str | None
+    job_count: int
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns: the run as a JSON object (``created_at`` as an ISO string)."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["created_at"] = self.created_at.isoformat()
+        return out
+
+
+def read_run(engine: Engine, *, schema: str, run_id: str) -> RunInfo | None:
+    """Returns: the ``runs`` row of ``run_id``, or None when no such run was recorded."""
+    query = text(
+        "SELECT run_id, name, source_file, chat_url, created_at, created_by,"
+        f' coalesce(job_count, 0) AS job_count FROM "{schema}".runs WHERE run_id = :run_id'
+    )
+    with engine.connect() as connection:
+        row = connection.execute(query, {"run_id": run_id}).one_or_none()
+    return RunInfo(**row._asdict()) if row is not None else None
 
 
 def record_run(
