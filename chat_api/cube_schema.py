@@ -9,9 +9,10 @@ them and resolves the views; import the models from there.
 
 from __future__ import annotations
 
-from typing import Literal
+import datetime as dt
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DimensionType = Literal["string", "number", "time", "boolean"]
 MeasureType = Literal["count", "count_distinct", "sum", "avg", "min", "max", "number"]
@@ -19,10 +20,11 @@ Relationship = Literal[
     "many_to_one", "one_to_one", "one_to_many", "belongs_to", "has_one", "has_many"
 ]
 FilterOperator = Literal[
-    "equals", "notEquals", "contains", "notContains", "startsWith", "endsWith", "in", "notIn",
-    "gt", "gte", "lt", "lte", "set", "notSet", "inDateRange", "notInDateRange", "beforeDate",
-    "afterDate",
+    "equals", "notEquals", "contains", "notContains", "startsWith", "notStartsWith", "endsWith",
+    "notEndsWith", "in", "notIn", "gt", "gte", "lt", "lte", "set", "notSet", "inDateRange",
+    "notInDateRange", "beforeDate", "beforeOrOnDate", "afterDate", "afterOrOnDate",
 ]  # fmt: skip
+"""Cube's filter operators (Cube documentation, "REST API › Query format › Filters operators")."""
 
 
 class _Node(BaseModel):
@@ -68,15 +70,29 @@ class FilterRule(_Node):
     or_: tuple[FilterRule, ...] | None = Field(default=None, alias="or")
     and_: tuple[FilterRule, ...] | None = Field(default=None, alias="and")
 
+    @field_validator("values", mode="before")
+    @classmethod
+    def _dates_as_text(cls, values: Any) -> Any:
+        """YAML reads an unquoted ``2013-01-01`` as a date; filters take it as ISO text."""
+        if isinstance(values, list | tuple):
+            return [v.isoformat() if isinstance(v, dt.date) else v for v in values]
+        return values
+
 
 class RowLevel(_Node):
+    """``row_level``: ``filters`` (all must hold), or ``allow_all``: true for every row, false
+    (with no filters) for none; unset with no filters means every row."""
+
     filters: tuple[FilterRule, ...] = ()
-    allow_all: bool = False
+    allow_all: bool | None = None
 
 
 class MemberLevel(_Node):
+    """``member_level``: members allowed (``includes``, ``"*"`` for all) minus ``excludes``
+    (``"*"`` for all)."""
+
     includes: Literal["*"] | tuple[str, ...] = "*"
-    excludes: tuple[str, ...] = ()
+    excludes: Literal["*"] | tuple[str, ...] = ()
 
 
 class PolicyCondition(_Node):

@@ -7,8 +7,9 @@ Rules (Cube documentation, "Access policies"; ``field-notes.md`` § "Semantic da
 - A view and each cube it joins are *levels*. A level without policies allows everything. A level
   with policies but none applying to the user denies the whole view.
 - Within a level, applying policies combine with OR: the members visible are the union of their
-  ``member_level`` lists (no ``member_level``: all members), and the rows are the union of their
-  ``row_level`` filters (no ``row_level`` or ``allow_all: true``: all rows).
+  ``member_level`` lists (no ``member_level``: all members; ``excludes: "*"``: none), and the
+  rows are the union of their ``row_level`` filters (no ``row_level``, ``allow_all: true`` or a
+  ``row_level`` without filters: all rows; ``allow_all: false`` without filters: no rows).
 - Across levels everything combines with AND: a member must be visible at every level, a row must
   pass the filter of every level. Cube-level filters apply whenever the view is queried, even
   when the query reads no member of that cube (the compiler joins the cube for the filter).
@@ -32,9 +33,21 @@ from sqlglot import exp
 
 from chat_api.conditions import Scope, parse_condition, render_value
 from chat_api.errors import AccessDeniedError
-from chat_api.semantic import AccessPolicy, Dimension, FilterRule, ResolvedView, SemanticModel
+from chat_api.semantic import (
+    AccessPolicy,
+    Dimension,
+    FilterRule,
+    ResolvedView,
+    RowLevel,
+    SemanticModel,
+)
 
 _LIKE_ESCAPE = "\\"
+_LIKE_OPERATORS = {
+    "contains": "contains", "startsWith": "startsWith", "endsWith": "endsWith",
+    "notContains": "contains", "notStartsWith": "startsWith", "notEndsWith": "endsWith",
+}  # fmt: skip
+"""Pattern operator -> its positive form; a negative one keeps NULLs, as Cube does."""
 _parse_condition = functools.lru_cache(maxsize=512)(parse_condition)
 
 
@@ -143,11 +156,13 @@ class _Level:
         for policy in applying:
             visible |= self._visible(view, policy)
         rows = [policy.row_level for policy in applying]
-        if any(row is None or row.allow_all for row in rows):
+        if any(_all_rows(row) for row in rows):
             return visible, None, set()
         cubes: set[str] = set()
         branches = [
-            self._all_of(model, view, user, row.filters, cubes) for row in rows if row is not None
+            self._all_of(model, view, user, row.filters, cubes) if row.filters else exp.false()
+            for row in rows
+            if row is not None
         ]
         return visible, _combine(exp.or_, branches), cubes
 
@@ -161,7 +176,8 @@ class _Level:
                 continue
             name = member.name if self.cube is None else member.cube_member
             included = level is None or level.includes == "*" or name in level.includes
-            if included and name not in (level.excludes if level else ()):
+            excluded = level is not None and (level.excludes == "*" or name in level.excludes)
+            if included and not excluded:
                 visible.add(member.name)
         return visible
 
@@ -213,6 +229,11 @@ class _Level:
         return member.cube, member.cube_member, member.type
 
 
+def _all_rows(row: RowLevel | None) -> bool:
+    """No ``row_level``, ``allow_all: true``, or neither filters nor ``allow_all``: every row."""
+    return row is None or row.allow_all is True or (row.allow_all is None and not row.filters)
+
+
 def _combine(connector: Callable[..., exp.Expr], parts: Sequence[exp.Expr]) -> exp.Expr:
     """``a AND b`` / ``a OR b`` with each part parenthesised; a single part as it is."""
     if not parts:
@@ -260,8 +281,8 @@ def filter_expression(
         values: The substituted values.
 
     Returns:
-        The condition; the negative operators (``notEquals``, ``notIn``, ``notContains``) keep
-        rows where the member is NULL, as Cube does.
+        The condition; the negative operators (``notEquals``, ``notIn``, ``notContains``,
+        ``notStartsWith``, ``notEndsWith``) keep rows where the member is NULL, as Cube does.
 
     Raises:
         ValueError: a value does not fit the member type or the operator's arity.
@@ -273,9 +294,10 @@ def filter_expression(
     if operator in ("equals", "in", "notEquals", "notIn"):
         match = _member_of(column, literals)
         return match if operator in ("equals", "in") else _or_null(exp.not_(match), column)
-    if operator in ("contains", "startsWith", "endsWith", "notContains"):
-        likes = [_like(column, str(value), operator) for value in values]
-        if operator != "notContains":
+    if operator in _LIKE_OPERATORS:
+        positive = _LIKE_OPERATORS[operator]
+        likes = [_like(column, str(value), positive) for value in values]
+        if operator == positive:
             return exp.or_(*likes) if likes else exp.false()
         return _or_null(exp.not_(exp.paren(exp.or_(*likes))), column) if likes else exp.true()
     return _compare(operator, column, literals, values)
@@ -285,7 +307,10 @@ def _compare(
     operator: str, column: exp.Expr, literals: list[exp.Expr], values: Sequence[Any]
 ) -> exp.Expr:
     single = {"gt": exp.GT, "gte": exp.GTE, "lt": exp.LT, "lte": exp.LTE}
-    dates = {"beforeDate": exp.LT, "afterDate": exp.GT}
+    dates = {
+        "beforeDate": exp.LT, "beforeOrOnDate": exp.LTE, "afterDate": exp.GT,
+        "afterOrOnDate": exp.GTE,
+    }  # fmt: skip
     if operator in single or operator in dates:
         if len(literals) != 1:
             raise ValueError(f"{operator} takes one value, got {len(literals)}")
