@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from models.chat import SessionSettings
 from models.records import ChatJob
+from pipeline.result_compare import ExpectedResult
 
 
 class QuestionsFileError(ValueError):
@@ -64,6 +65,8 @@ class Question(BaseModel):
     personas: tuple[str, ...] | None = None
     active_branch_name: str | None = Field(default=None, alias="activeBranchName")
     is_default_branch: bool | None = Field(default=None, alias="isDefaultBranch")
+    expected: dict[str, ExpectedResult] | None = None
+    """Expected result per persona name (``"*"``: any); see :mod:`pipeline.accuracy`."""
 
 
 class QuestionsFile(BaseModel):

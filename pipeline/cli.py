@@ -11,6 +11,8 @@ Commands::
     chatscribe runs show|wait RUN_ID               a run's progress / wait for its outcome
     chatscribe cancel JOB_ID... [--reason]         ask the workers to abort these jobs
     chatscribe demo FILE                           start API, worker and sink; run FILE; stop them
+    chatscribe replay|rerun|diff|audit|verify      the archive as a product (pipeline.cli_archive)
+    chatscribe retention apply --policy FILE       delete or redact content past its age
 
 Configuration comes from ``CHATSCRIBE_*`` environment variables (:mod:`pipeline.settings`,
 :mod:`chat_api.settings`), read once here and passed down.
@@ -26,6 +28,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from pipeline.cli_archive import archive_app, retention_app
 from pipeline.cli_runs import runs_app
 from pipeline.settings import Settings
 
@@ -35,6 +38,8 @@ db_app = typer.Typer(no_args_is_help=True, help="The PostgreSQL archive.")
 app.add_typer(api_app, name="api")
 app.add_typer(db_app, name="db")
 app.add_typer(runs_app, name="runs")
+app.add_typer(archive_app)
+app.add_typer(retention_app, name="retention")
 
 err = Console(stderr=True)
 
@@ -147,7 +152,7 @@ def batch(
             show_progress=not json_output,
         )
     )
-    _print_outcome(outcome, json_output=json_output)
+    _print_outcome(outcome, json_output=json_output, questions=file)
 
 
 @app.command()
@@ -163,7 +168,7 @@ def demo(
     from pipeline.demo import run_demo
 
     outcome = run_demo(Settings(), file, timeout_s=timeout)
-    _print_outcome(outcome, json_output=False)
+    _print_outcome(outcome, json_output=False, questions=file)
 
 
 @app.command()
@@ -180,17 +185,21 @@ def cancel(
     err.print(f"cancellation sent for {len(job_ids)} job(s)")
 
 
-def _print_outcome(outcome: object, *, json_output: bool) -> None:
+def _print_outcome(outcome: object, *, json_output: bool, questions: Path | None = None) -> None:
+    from pipeline.accuracy import accuracy_line, run_accuracy
     from pipeline.report import render_json, render_table, summary
     from pipeline.runner import RunOutcome
 
     assert isinstance(outcome, RunOutcome)
+    scores = run_accuracy(Settings(), outcome.run_id, questions) if questions else {}
     if json_output:
         print(render_json(outcome.results))
     else:
         console = Console(width=max(Console().width, 160))
-        render_table(console, outcome.results, title=f"run {outcome.run_id}")
+        render_table(console, outcome.results, title=f"run {outcome.run_id}", accuracy=scores)
         console.print(summary(outcome.results))
+        if scores:
+            console.print(accuracy_line(scores))
         console.print(outcome.footer())
     failed = [r for r in outcome.results if r.status != "completed"]
     if failed or not outcome.finished:

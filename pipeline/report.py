@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -15,8 +15,16 @@ _STATUS_STYLE = {"completed": "green", "failed": "red", "aborted": "yellow"}
 _ANSWER_CHARS = 220
 
 
-def render_table(console: Console, results: Sequence[JobResult], *, title: str) -> None:
-    """Prints one row per job: persona, question, status, final answer, SQL, total rows."""
+def render_table(
+    console: Console,
+    results: Sequence[JobResult],
+    *,
+    title: str,
+    accuracy: Mapping[str, bool] | None = None,
+) -> None:
+    """Prints one row per job: persona, question, status, final answer, SQL, total rows, and,
+    given ``accuracy`` (job id → result matched the expected rows, :mod:`pipeline.accuracy`),
+    an ``EX`` column (✓, ✗, or - without an expectation)."""
     table = Table(title=title, show_lines=True, expand=True)
     table.add_column("persona", no_wrap=True)
     table.add_column("question", ratio=2)
@@ -24,19 +32,25 @@ def render_table(console: Console, results: Sequence[JobResult], *, title: str) 
     table.add_column("final answer", ratio=3)
     table.add_column("SQL", ratio=3)
     table.add_column("rows", justify="right", no_wrap=True)
+    if accuracy:
+        table.add_column("EX", justify="center", no_wrap=True)
     for result in results:
         style = _STATUS_STYLE.get(result.status, "")
         status = f"[{style}]{result.status}[/]" if style else result.status
         if result.error:
             status += f"\n{result.error[:80]}"
-        table.add_row(
+        cells = [
             result.persona or "-",
             result.question,
             status,
             _answer(result),
             "\n\n".join(result.sql) or "-",
             "\n".join("-" if n is None else f"{n:,}" for n in result.total_rows) or "-",
-        )
+        ]
+        if accuracy:
+            hit = accuracy.get(result.job_id)
+            cells.append("-" if hit is None else "[green]✓[/]" if hit else "[red]✗[/]")
+        table.add_row(*cells)
     console.print(table)
 
 

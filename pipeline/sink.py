@@ -62,6 +62,7 @@ from tenacity import (
 from models import wire
 from models.records import JobEvent, LineEnvelope
 from pipeline import sink_metrics as metrics
+from pipeline.answers_topic import AnswerPublisher
 from pipeline.archive import ArchiveWriter, BatchOutcome
 from pipeline.dead_letters import Record, send_dead_letters
 from pipeline.errors import ArchiveRejectedError, ArchiveUnavailableError, TransientError
@@ -126,6 +127,7 @@ class Sink:
         self._consumer: Any = None
         self._producer: Any = None
         self._stopping = asyncio.Event()
+        self._answers: AnswerPublisher | None = None
         self._stats = metrics.SinkStats()
         self._lag_at = 0.0
 
@@ -154,12 +156,13 @@ class Sink:
         Raises:
             RecordDeliveryError: Kafka cannot be reached.
         """
-        topics = (wire.TOPIC_LINES, wire.TOPIC_JOB_EVENTS, wire.TOPIC_LINES_DLQ)
+        topics = (wire.TOPIC_LINES, wire.TOPIC_JOB_EVENTS, wire.TOPIC_LINES_DLQ, wire.TOPIC_ANSWERS)
         await ensure_topics(self._settings, topics)
         if self._writer is None:
             self._writer = ArchiveWriter.from_settings(self._settings)
         self._producer = create_producer(self._settings, client_id="chatscribe-sink")
         await self._producer.start()
+        self._answers = AnswerPublisher(self._settings, self._producer)
         self._consumer = create_consumer(
             self._settings,
             self._lines_topic,
@@ -184,6 +187,8 @@ class Sink:
             await self._producer.stop()
         if self._owns_writer and self._writer is not None:
             self._writer.close()
+        if self._answers is not None:
+            self._answers.close()
         logger.info("sink stopped %r", self)
 
     def request_stop(self) -> None:
@@ -259,6 +264,8 @@ class Sink:
             kept = [value for record, value in items if id(record) not in gone]
             lines = [value for value in kept if isinstance(value, LineEnvelope)]
             events = [value for value in kept if isinstance(value, JobEvent)]
+        if self._answers is not None:  # after the DB commit, before the offsets (answers_topic)
+            await self._answers.publish(lines, events)
         await self._dead_letter(dead)
         return BatchReport(
             records=len(records),
