@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from pipeline.result_compare import Result, normal_rows, results_match
+
+
+def _result(rows: list[list[object]], *, total: int | None = None, ordered: bool = False) -> Result:
+    return Result(rows=normal_rows(rows), total_rows=total, ordered=ordered)
+
+
+def test_column_order_is_free() -> None:
+    assert results_match(_result([["EWR", 3], ["JFK", 2]]), _result([[3, "EWR"], [2, "JFK"]]))
+
+
+def test_row_order_counts_only_when_both_queries_order() -> None:
+    a, b = [["EWR", 3], ["JFK", 2]], [["JFK", 2], ["EWR", 3]]
+    assert results_match(_result(a), _result(b))
+    assert not results_match(_result(a, ordered=True), _result(b, ordered=True))
+    assert results_match(_result(a, ordered=True), _result(b))
+
+
+def test_numbers_match_within_tolerance_and_numeric_strings_are_numbers() -> None:
+    assert results_match(_result([["UA", "245"]]), _result([["UA", 245.0000001]]))
+    assert not results_match(_result([["UA", 245]]), _result([["UA", 246]]))
+    assert not results_match(_result([["1"]]), _result([[True]]))
+
+
+def test_bags_compare_multiplicity_and_total_rows() -> None:
+    assert not results_match(_result([[1], [1], [2]]), _result([[1], [2], [2]]))
+    assert not results_match(_result([[1]], total=1), _result([[1]], total=500))
+    assert results_match(_result([[1]], total=1), _result([[1]]))
+
+
+def test_object_rows_of_the_older_payload_normalise_like_arrays() -> None:
+    objects = normal_rows([{"status": "done", "count": "245"}])
+    assert results_match(Result(objects), _result([[245, "done"]]))
