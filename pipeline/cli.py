@@ -9,6 +9,7 @@ Commands::
     chatscribe batch FILE [--chat-url] [--api-key] [--json]   run a questions file, print a report
     chatscribe batch FILE --detach                 submit only; print the run id
     chatscribe runs show|wait RUN_ID               a run's progress / wait for its outcome
+    chatscribe dlq list|show|replay                inspect and re-submit dead letters
     chatscribe cancel JOB_ID... [--reason]         ask the workers to abort these jobs
     chatscribe demo FILE                           start API, worker and sink; run FILE; stop them
     chatscribe replay|rerun|diff|audit|verify      the archive as a product (pipeline.cli_archive)
@@ -29,6 +30,7 @@ import typer
 from rich.console import Console
 
 from pipeline.cli_archive import archive_app, retention_app
+from pipeline.cli_dlq import dlq_app
 from pipeline.cli_runs import runs_app
 from pipeline.settings import Settings
 
@@ -40,6 +42,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(runs_app, name="runs")
 app.add_typer(archive_app)
 app.add_typer(retention_app, name="retention")
+app.add_typer(dlq_app, name="dlq")
 
 err = Console(stderr=True)
 
