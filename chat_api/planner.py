@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from chat_api.followups import carried_filters, check_changes, reaggregated
 from chat_api.members import (
     AGG_WORDS,
     COUNT_LABELS,
@@ -64,25 +65,31 @@ def _build_spec(
 ) -> tuple[QuerySpec, list[str]]:
     notes = list(reading.notes)
     base = previous if previous is not None and (reading.followup or not reading.asks) else None
+    if base is not None:
+        check_changes(reading)
     if reading.asks:
         view = _choose_view(reading, vocabulary)
     elif base is not None:
         view = base.view
     else:
         raise UnanswerableError(_NO_MEASURE)
+    carried: tuple[Filter, ...] = ()
     if base is not None and view != base.view:
-        notes.append("The question is about another view, so it starts afresh.")
-        base = None
+        carried, base = carried_filters(base, view, notes), None
     if base is not None:
         notes.append("Follow-up: keeping what the previous question asked unless changed.")
     dims = _dimensions(reading, view, notes)
     if base is not None and not reading.dims:
         dims = () if reading.overall else base.dimensions
     measures, rank = _measures(reading, view, bool(dims), notes)
+    if base is not None and not measures and reading.lone_agg:
+        measures = (reaggregated(base.measures[0], reading.lone_agg),)
+        notes.append(f"'{AGG_WORDS[reading.lone_agg]}' → {measures[0]} instead.")
     filters = _filters(reading.conds, view, vocabulary, notes)
+    kept = base.filters if base is not None else carried
+    replaced = {f.member for f in filters}
+    filters = tuple(f for f in kept if f.member not in replaced) + filters
     if base is not None:
-        replaced = {f.member for f in filters}
-        filters = tuple(f for f in base.filters if f.member not in replaced) + filters
         measures = measures or base.measures
     spec = QuerySpec(view, measures, dims, filters)
     return _ordered(spec, reading, rank, base, notes), notes

@@ -318,6 +318,8 @@ class _Reader(ConditionPasses):
                     f"'{m.text}' of a count (per month, per day...) needs a second aggregation "
                     "the data model does not define; ask for the counts by month instead."
                 )
+            elif role == "agg" and word is not None:
+                self.r.lone_agg = self.r.lone_agg or word.key
             elif role == "place_role" and word is not None and word.key in ("origin", "dest"):
                 self.r.flight_context = True
                 self.r.origin_role = self.r.origin_role or word.key == "origin"

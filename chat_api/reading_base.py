@@ -93,6 +93,8 @@ class Reading:
         singular: True for "which <singular noun>", meaning one row when ranked.
         top_default: "top" without a number (ten rows).
         overall: "overall"/"in total": no breakdown.
+        lone_agg: An aggregation said without a measure ("and the maximum?"): in a follow-up it
+            re-aggregates the previous measure.
         followup: The question opens with a follow-up word ("and", "what about", "now").
         flight_context: Words that only make sense for flights (fly, flights, "to" a place).
         origin_role: A bare "from"/"out of" without a place ("airports it flies from").
@@ -108,6 +110,7 @@ class Reading:
     singular: bool = False
     top_default: bool = False
     overall: bool = False
+    lone_agg: str | None = None
     followup: bool = False
     flight_context: bool = False
     origin_role: bool = False
@@ -127,6 +130,7 @@ class Draft:
     singular: bool = False
     top_default: bool = False
     overall: bool = False
+    lone_agg: str | None = None
     followup: bool = False
     flight_context: bool = False
     origin_role: bool = False
