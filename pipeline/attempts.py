@@ -10,25 +10,44 @@ Terminal event kind, first rule that applies:
    does not list");
 4. ``failed`` — the stream carried an ``{"error": ...}`` line inside the HTTP 200 (field notes),
    or was ``__suspended__``;
-5. ``completed``.
+5. ``failed`` — a state fetch (a takeover's chat request without ``input``) whose thread shows
+   no answer to the question (``TurnInterrupted``);
+6. ``completed``.
+
+Attempts (:func:`plan_attempt`): a job's attempt number and chat id survive a worker crash in
+the job's own events on ``chat.job-events`` (:class:`PriorAttempts`, read back by
+:mod:`pipeline.job_history`). A takeover of a job whose thread already received the question
+fetches the thread's state instead of asking again (issue 4, "Delivery"); otherwise it asks
+again as the next attempt.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from models import wire
 from models.chat import StreamMessage
+from models.records import JobEvent
 from pipeline.errors import ChatHttpError, StreamBrokenError
 
 TerminalKind = Literal["completed", "failed", "aborted"]
+AttemptMode = Literal["ask", "state", "exhausted"]
+"""``ask``: send the question; ``state``: fetch the thread's state (chat request without
+``input``, interface "1. Chat"); ``exhausted``: record a failure without calling."""
 
 ERROR_TYPE_STREAM_ERROR: Final = "StreamErrorLine"
 ERROR_TYPE_SUSPENDED: Final = "ChatSuspended"
 ERROR_TYPE_CLOSED: Final = "StreamClosedByWorker"
+ERROR_TYPE_INTERRUPTED: Final = "TurnInterrupted"
+ERROR_TYPE_EXHAUSTED: Final = "AttemptsExhausted"
+ERROR_TYPE_BROKEN: Final = StreamBrokenError.__name__
+"""``error_type`` of an attempt whose stream broke mid-way: the job continues as a new attempt."""
 HTTP_OK: Final = 200
+DEFAULT_MAX_ATTEMPTS: Final = 3
+_ANSWER_ROLES: Final = frozenset({"assistant", "ai"})
+_QUESTION_ROLES: Final = frozenset({"user", "human"})
 
 
 @dataclass
@@ -42,6 +61,9 @@ class AttemptState:
         error_line: Message of the first ``{"error": ...}`` line.
         aborted_code: ``code`` of an ``__aborted__`` line.
         suspended: Whether a ``__suspended__`` line came.
+        state_fetch: Whether this attempt fetched the thread's state instead of asking.
+        answered: Whether a final answer line came, or a ``__state__`` line whose messages
+            end with an answer after the last question.
     """
 
     chat_id: str | None = None
@@ -50,6 +72,8 @@ class AttemptState:
     error_line: str | None = None
     aborted_code: str | None = None
     suspended: bool = False
+    state_fetch: bool = False
+    answered: bool = False
 
     def observe(self, message: StreamMessage | None) -> bool:
         """Takes note of one parsed line (None for a line that did not parse).
@@ -65,6 +89,7 @@ class AttemptState:
         if message.id == wire.ID_ABORTED:
             self.aborted_code = message.code or "chat_aborted"
         self.suspended = self.suspended or message.id == wire.ID_SUSPENDED
+        self.answered = self.answered or message.is_final_answer or _state_answers(message)
         if self.chat_id is None and message.chat_id is not None:
             self.chat_id = message.chat_id
             return True
@@ -111,4 +136,96 @@ def outcome(
         return Outcome("failed", status, state.error_line, ERROR_TYPE_STREAM_ERROR)
     if state.suspended:
         return Outcome("failed", status, "chat suspended (retryable)", ERROR_TYPE_SUSPENDED)
+    if state.state_fetch and not state.answered:
+        detail = "the thread's state holds no answer to the question (turn interrupted)"
+        return Outcome("failed", status, detail, ERROR_TYPE_INTERRUPTED)
     return Outcome("completed", status)
+
+
+def _state_answers(message: StreamMessage) -> bool:
+    """True for a ``__state__`` line whose ``messages`` hold an answer after the last question.
+
+    Our service's messages are ``{"id", "role", "content"}``; hosted ones are serialised agent
+    framework messages (field notes, "Lines that the interface does not list"), so ``type``
+    ``ai``/``human`` count as roles too.
+    """
+    if message.id != wire.ID_STATE:
+        return False
+    found: Any = (message.state or {}).get("messages")
+    if not isinstance(found, list):
+        return False
+    roles = [_role(item) for item in found]
+    last_question = max((i for i, r in enumerate(roles) if r in _QUESTION_ROLES), default=-1)
+    return any(r in _ANSWER_ROLES for r in roles[last_question + 1 :])
+
+
+def _role(item: Any) -> str | None:
+    if not isinstance(item, dict):
+        return None
+    role = item.get("role", item.get("type"))
+    return role.lower() if isinstance(role, str) else None
+
+
+@dataclass(frozen=True)
+class PriorAttempts:
+    """What a job's own events on ``chat.job-events`` tell about its earlier attempts.
+
+    Attributes:
+        attempt: The highest attempt that started (0: none).
+        open: Whether that attempt may be continued: it has no terminal event (its worker was
+            lost), or its stream broke mid-way (``error_type`` ``StreamBrokenError``).
+        chat_id: The thread that received the question: the chat id of a ``first_line`` event
+            or of a terminal event with lines (a line came back, so the service took the input).
+    """
+
+    attempt: int = 0
+    open: bool = False
+    chat_id: str | None = None
+
+    def observe(self, event: JobEvent) -> PriorAttempts:
+        """Returns: the summary with ``event`` (of this job, in topic order) taken into account."""
+        attempt, open_, chat_id = self.attempt, self.open, self.chat_id
+        with_lines = event.kind == "first_line" or (event.is_terminal and bool(event.line_count))
+        if with_lines and event.chat_id is not None:
+            chat_id = event.chat_id
+        if event.kind == "started" and event.attempt >= attempt:
+            attempt, open_ = event.attempt, True
+        elif event.is_terminal and event.attempt >= attempt:
+            attempt, open_ = event.attempt, event.error_type == ERROR_TYPE_BROKEN
+        return PriorAttempts(attempt, open_, chat_id)
+
+
+@dataclass(frozen=True)
+class AttemptPlan:
+    """The next attempt of a job: its number, what it sends, and the thread it continues."""
+
+    attempt: int
+    mode: AttemptMode
+    chat_id: str | None = None
+
+
+def plan_attempt(
+    prior: PriorAttempts, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+) -> AttemptPlan | None:
+    """Decides a job's next attempt from its earlier ones (module docstring, "Attempts").
+
+    Args:
+        prior: The job's earlier attempts (``PriorAttempts()`` for a job never started).
+        max_attempts: Attempts allowed in all; the one after them is ``exhausted``.
+
+    Returns:
+        None when the job already has a final outcome (its offset was simply not committed);
+        else attempt 1 ``ask`` for a fresh job, or the next attempt: ``exhausted`` past
+        ``max_attempts``, ``state`` when the thread already received the question, ``ask``
+        otherwise.
+    """
+    if prior.attempt == 0:
+        return AttemptPlan(1, "ask")
+    if not prior.open:
+        return None
+    attempt = prior.attempt + 1
+    if attempt > max_attempts:
+        return AttemptPlan(attempt, "exhausted", prior.chat_id)
+    if prior.chat_id is not None:
+        return AttemptPlan(attempt, "state", prior.chat_id)
+    return AttemptPlan(attempt, "ask")

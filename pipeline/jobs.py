@@ -11,6 +11,11 @@ No faust and no Kafka client here. :class:`JobRunner` talks to the Chat API thro
   abort endpoint once the chat id is known and keeps reading to the end; ``abort_grace_s`` after
   the request it closes the stream itself.
 * The terminal event follows :func:`pipeline.attempts.outcome`.
+* ``started`` is durable before the Chat API is called, so a worker taking the job over after a
+  crash knows the attempt number (:func:`pipeline.attempts.plan_attempt`).
+* :meth:`JobRunner.run_job` runs a job's attempts: a stream that breaks mid-way ends its attempt
+  (``failed``, ``StreamBrokenError``) and the job goes on as the next attempt, fetching the
+  thread's state when the chat id is known, up to ``max_attempts``.
 """
 
 from __future__ import annotations
@@ -21,82 +26,45 @@ import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
-
-from models.chat import AbortRequest, ChatRequest
+from models.chat import AbortRequest
 from models.records import ChatJob, EventKind, JobEvent, LineEnvelope
 from pipeline import metrics
-from pipeline.attempts import HTTP_OK, AttemptState, outcome
+from pipeline.attempts import (
+    DEFAULT_MAX_ATTEMPTS,
+    ERROR_TYPE_EXHAUSTED,
+    HTTP_OK,
+    AttemptMode,
+    AttemptPlan,
+    AttemptState,
+    PriorAttempts,
+    outcome,
+    plan_attempt,
+)
 from pipeline.client import ChatClient, StreamLine
 from pipeline.errors import PipelineError, TransientError
+from pipeline.job_control import (
+    ABORT_GRACE_S,
+    DEADLINE_REASON,
+    JobControl,
+    Output,
+    RetryPolicy,
+    chat_request,
+)
+
+__all__ = ["ABORT_GRACE_S", "JobControl", "JobRunner", "Output", "RetryPolicy", "chat_request"]
 
 logger = logging.getLogger(__name__)
 
-ABORT_GRACE_S: Final = 15.0
-"""How long the worker keeps reading after requesting an abort before it closes the stream."""
-DEADLINE_REASON: Final = "deadline exceeded"
-
 ChatStream = AsyncGenerator[StreamLine, None]
+STATE_POLL_S: Final = 1.0
 
 
-class Output(Protocol):
-    """Where a job's records go (:class:`pipeline.kafka.JobOutput`).
-
-    Errors: a :class:`~pipeline.errors.PermanentError` means this one record can never be
-    written (the job fails, the worker carries on); a :class:`~pipeline.errors.TransientError`
-    means records may not be durable, and :meth:`JobRunner.run` passes it to its caller.
-    """
-
-    async def send_line(self, envelope: LineEnvelope) -> None:
-        """Queues a line for ``chat.lines``."""
-
-    async def send_event(self, event: JobEvent) -> None:
-        """Queues a lifecycle event for ``chat.job-events``."""
-
-    async def delivered(self) -> None:
-        """Waits until every queued record is durable."""
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Retries of transient errors before the first line: exponential backoff with jitter.
-
-    Attributes:
-        attempts: Calls in all (the first one included).
-        initial_s, max_s: First and largest wait; each wait doubles, plus up to ``initial_s``
-            of random jitter.
-    """
-
-    attempts: int = 4
-    initial_s: float = 0.2
-    max_s: float = 5.0
-
-
-class JobControl:
-    """Abort requests for one running job; the first reason wins."""
-
-    def __init__(self) -> None:
-        self._requested = asyncio.Event()
-        self.reason: str | None = None
-
-    def request_abort(self, reason: str) -> None:
-        """Asks the runner to abort the chat (the deadline, a cancellation)."""
-        if self.reason is None:
-            self.reason = reason
-            self._requested.set()
-
-    async def wait(self) -> str:
-        """Returns: the reason, once an abort is requested."""
-        await self._requested.wait()
-        return self.reason or ""
+def _streaming(line: StreamLine) -> bool:
+    """True when the line's ``state.isStreaming`` is true (field notes, ``__cutoff__``)."""
+    state = line.message.state if line.message is not None else None
+    return bool(state and state.get("isStreaming") is True)
 
 
 @dataclass
@@ -111,17 +79,6 @@ class _Run:
     chat_id_known: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-def chat_request(job: ChatJob) -> ChatRequest:
-    """Returns: the chat request that asks ``job``'s question (interface, "1. Chat")."""
-    return ChatRequest(
-        input=job.question,
-        chat_id=job.chat_id,
-        session_settings=job.session_settings,
-        active_branch_name=job.active_branch_name,
-        is_default_branch=job.is_default_branch,
-    )
-
-
 class JobRunner:
     """Runs chat jobs: retries, deadline, abort, fan-out of every line, terminal event.
 
@@ -131,6 +88,8 @@ class JobRunner:
         worker_id: Written into every event.
         retry: Retries before the first line.
         abort_grace_s: Seconds to keep reading after an abort request.
+        max_attempts: Attempts of one job in all (:func:`pipeline.attempts.plan_attempt`).
+        state_poll_s: Pause between two state fetches of a thread that is still streaming.
     """
 
     def __init__(
@@ -141,8 +100,12 @@ class JobRunner:
         worker_id: str | None = None,
         retry: RetryPolicy | None = None,
         abort_grace_s: float = ABORT_GRACE_S,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        state_poll_s: float = STATE_POLL_S,
     ) -> None:
         self._client = client
+        self._max_attempts = max_attempts
+        self._state_poll_s = state_poll_s
         self._job_deadline_s = job_deadline_s
         self._worker_id = worker_id
         self._retry = retry or RetryPolicy()
@@ -152,8 +115,71 @@ class JobRunner:
     def __repr__(self) -> str:
         return f"<JobRunner jobs_run={self.jobs_run} client={self._client!r}>"
 
+    async def run_job(
+        self,
+        job: ChatJob,
+        output: Output,
+        *,
+        prior: PriorAttempts | None = None,
+        control: JobControl | None = None,
+    ) -> JobEvent | None:
+        """Runs ``job``'s next attempts until one ends other than with a broken stream.
+
+        Args:
+            job: The job.
+            output: Where the lines and events go.
+            prior: What the job's events say about earlier attempts (a takeover); None or
+                ``PriorAttempts()`` for a fresh job.
+            control: Lets another task request an abort (cancellations).
+
+        Returns:
+            The last attempt's terminal event; None when the job already had a final outcome.
+
+        Raises:
+            TransientError: As :meth:`run`.
+        """
+        control = control or JobControl()
+        plan = plan_attempt(prior or PriorAttempts(), max_attempts=self._max_attempts)
+        terminal: JobEvent | None = None
+        while plan is not None:
+            if plan.attempt > 1:
+                metrics.TAKEOVERS.labels(mode=plan.mode).inc()
+                logger.warning(
+                    "job continues job_id=%s attempt=%s mode=%s chat_id=%s",
+                    job.job_id,
+                    plan.attempt,
+                    plan.mode,
+                    plan.chat_id,
+                )
+            terminal = await self._attempt(job, output, plan, control)
+            plan = None if control.reason else self._after(terminal)
+        return terminal
+
+    async def _attempt(
+        self, job: ChatJob, output: Output, plan: AttemptPlan, control: JobControl
+    ) -> JobEvent:
+        if plan.mode == "exhausted":
+            reason = f"gave up after {plan.attempt - 1} attempts"
+            return await self._record_only(
+                job, output, plan.attempt, "failed", reason, ERROR_TYPE_EXHAUSTED
+            )
+        return await self.run(
+            job, output, attempt=plan.attempt, control=control, mode=plan.mode, chat_id=plan.chat_id
+        )
+
+    def _after(self, terminal: JobEvent) -> AttemptPlan | None:
+        prior = PriorAttempts(attempt=terminal.attempt).observe(terminal)
+        return plan_attempt(prior, max_attempts=self._max_attempts)
+
     async def run(
-        self, job: ChatJob, output: Output, *, attempt: int = 1, control: JobControl | None = None
+        self,
+        job: ChatJob,
+        output: Output,
+        *,
+        attempt: int = 1,
+        control: JobControl | None = None,
+        mode: AttemptMode = "ask",
+        chat_id: str | None = None,
     ) -> JobEvent:
         """Runs one attempt of ``job`` to its end and makes every record of it durable.
 
@@ -162,6 +188,9 @@ class JobRunner:
             output: Where the lines and events go.
             attempt: Attempt number written into every record (1 for a first run).
             control: Lets another task request an abort (cancellations).
+            mode: ``ask`` sends the question; ``state`` fetches the state of thread ``chat_id``
+                (a chat request without ``input``) and records what the agent produced.
+            chat_id: The thread of a ``state`` attempt.
 
         Returns:
             The terminal event, delivered after all the attempt's lines were.
@@ -170,14 +199,20 @@ class JobRunner:
             TransientError: From ``output`` (e.g. :class:`pipeline.kafka.RecordDeliveryError`):
                 records may not be durable, so the caller must not acknowledge the job.
         """
-        run = _Run(job, attempt, AttemptState(chat_id=job.chat_id), control or JobControl())
-        if job.chat_id is not None:
+        state = AttemptState(chat_id=chat_id or job.chat_id, state_fetch=mode == "state")
+        run = _Run(job, attempt, state, control or JobControl())
+        if state.chat_id is not None:
             run.chat_id_known.set()
         self.jobs_run += 1
-        logger.info("job started job_id=%s attempt=%s", job.job_id, attempt)
+        logger.info("job started job_id=%s attempt=%s mode=%s", job.job_id, attempt, mode)
         await output.send_event(self._event(run, "started", job=job.without_secrets()))
-        error = await self._drive(run, output)
         await output.delivered()
+        metrics.JOBS_IN_FLIGHT.inc()
+        try:
+            error = await self._drive(run, output)
+            await output.delivered()
+        finally:
+            metrics.JOBS_IN_FLIGHT.dec()
         result = outcome(run.state, abort_reason=run.control.reason, error=error)
         terminal = self._event(
             run,
@@ -200,9 +235,21 @@ class JobRunner:
         Returns:
             The ``aborted`` event (``line_count=0``, ``error=reason``), delivered.
         """
+        return await self._record_only(job, output, attempt, "aborted", reason, None)
+
+    async def _record_only(
+        self,
+        job: ChatJob,
+        output: Output,
+        attempt: int,
+        kind: EventKind,
+        reason: str,
+        error_type: str | None,
+    ) -> JobEvent:
+        """Records a terminal event for an attempt that never calls the Chat API."""
         run = _Run(job, attempt, AttemptState(chat_id=job.chat_id), JobControl())
         fields = {"job": job.without_secrets(), "line_count": 0, "error": reason}
-        terminal = self._event(run, "aborted", **fields)
+        terminal = self._event(run, kind, error_type=error_type, **fields)
         await output.send_event(terminal)
         await output.delivered()
         self._finished(run, terminal)
@@ -239,22 +286,27 @@ class JobRunner:
                 await self._publish(run, output, line)
 
     async def _open(self, run: _Run) -> tuple[ChatStream, StreamLine | None]:
-        """Opens the stream and reads its first line, retrying transient errors."""
-        policy = self._retry
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(policy.attempts),
-            wait=wait_exponential_jitter(
-                initial=policy.initial_s, max=policy.max_s, jitter=policy.initial_s
-            ),
-            retry=retry_if_exception_type(TransientError),
-            before_sleep=_log_retry,
-            reraise=True,
-        )
-        result: tuple[ChatStream, StreamLine | None] = await retrying(self._first_line, run.job)
-        return result
+        """Opens the stream and reads its first line, retrying transient errors.
 
-    async def _first_line(self, job: ChatJob) -> tuple[ChatStream, StreamLine | None]:
-        stream = self._client.stream_chat(job.chat_url, chat_request(job), api_key=job.api_key)
+        A state fetch whose first line says the thread is still streaming (the turn goes on at
+        the service after the previous worker was lost) is closed unrecorded and fetched again
+        every ``state_poll_s`` until the turn ended; the deadline bounds the wait.
+        """
+        while True:
+            retrying = self._retry.retrying()
+            result: tuple[ChatStream, StreamLine | None] = await retrying(self._first_line, run)
+            stream, first = result
+            if not (run.state.state_fetch and first is not None and _streaming(first)):
+                return result
+            await stream.aclose()
+            logger.info("thread still streaming job_id=%s", run.job.job_id)
+            await asyncio.sleep(self._state_poll_s)
+
+    async def _first_line(self, run: _Run) -> tuple[ChatStream, StreamLine | None]:
+        job = run.job
+        state_of = run.state.chat_id if run.state.state_fetch else None
+        request = chat_request(job, state_of=state_of)
+        stream = self._client.stream_chat(job.chat_url, request, api_key=job.api_key)
         try:
             first = await anext(stream)
         except StopAsyncIteration:
@@ -265,8 +317,11 @@ class JobRunner:
         return stream, first
 
     async def _publish(self, run: _Run, output: Output, line: StreamLine) -> None:
+        answered = run.state.answered
         if run.state.observe(line.message):
             run.chat_id_known.set()
+        if run.state.answered and not answered:
+            metrics.FINAL_ANSWER_S.observe(time.monotonic() - run.started)
         envelope = LineEnvelope(
             job_id=run.job.job_id,
             attempt=run.attempt,
@@ -343,13 +398,3 @@ class _OutputFailedError(Exception):
     def __init__(self, error: TransientError) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-def _log_retry(state: RetryCallState) -> None:
-    error = state.outcome.exception() if state.outcome else None
-    wait_s = state.next_action.sleep if state.next_action else 0.0
-    if error is not None:
-        metrics.RETRIES.labels(error_type=type(error).__name__).inc()
-    logger.warning(
-        "chat call retry attempt=%s wait_s=%.2f error=%r", state.attempt_number, wait_s, error
-    )

@@ -1,14 +1,15 @@
 """Prometheus metrics of the pipeline processes (exposed when ``metrics_port`` is set).
 
 Names follow Prometheus conventions: ``chatscribe_<process>_<what>_<unit>``; counters end in
-``_total``.
+``_total``. Lines per second is ``rate(chatscribe_worker_lines_total[1m])``. The sink's own
+metrics are in :mod:`pipeline.sink_metrics`.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 JOBS: Final = Counter(
     "chatscribe_worker_jobs_total",
@@ -30,6 +31,24 @@ FIRST_LINE_S: Final = Histogram(
     "chatscribe_worker_first_line_seconds",
     "Seconds from a job's start to its first line (retries included).",
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
+FINAL_ANSWER_S: Final = Histogram(
+    "chatscribe_worker_final_answer_seconds",
+    "Seconds from an attempt's start to its final answer (a final line, or a state with one).",
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+)
+JOBS_IN_FLIGHT: Final = Gauge(
+    "chatscribe_worker_jobs_in_flight", "Chat streams the worker is driving right now."
+)
+TAKEOVERS: Final = Counter(
+    "chatscribe_worker_attempts_continued_total",
+    "Attempts after the first: by mode (ask again, fetch the thread's state, exhausted).",
+    ["mode"],
+)
+CONSUMER_LAG: Final = Gauge(
+    "chatscribe_worker_consumer_lag_records",
+    "Records of chat.requests not yet committed by the worker group, per assigned partition.",
+    ["topic", "partition"],
 )
 JOB_S: Final = Histogram(
     "chatscribe_worker_job_seconds",

@@ -36,6 +36,10 @@ class Settings(BaseSettings):
         worker_concurrency: Streams one worker process drives at once.
         connect_timeout_s, read_timeout_s: httpx timeouts for the Chat API.
         job_deadline_s: Default seconds a job's stream may run before the worker aborts it.
+        worker_max_attempts: Attempts of one job in all (a takeover after a crash or a broken
+            stream is the next attempt); past them the job fails.
+        worker_session_timeout_s: Kafka consumer-group session timeout of the worker: how
+            soon the group notices a worker that died (SIGKILL) and hands its jobs over.
         sink_batch_max_records, sink_batch_wait_ms: Sink batching: records per ``getmany``
             and how long to wait for them.
         sink_metrics_port: TCP port of the sink's Prometheus ``/metrics``
@@ -60,6 +64,8 @@ class Settings(BaseSettings):
     connect_timeout_s: float = Field(default=5.0, gt=0)
     read_timeout_s: float = Field(default=120.0, gt=0)
     job_deadline_s: float = Field(default=300.0, gt=0)
+    worker_max_attempts: int = Field(default=3, ge=1)
+    worker_session_timeout_s: float = Field(default=30.0, ge=6.0, le=300.0)
     sink_batch_max_records: int = Field(default=5000, ge=1)
     sink_batch_wait_ms: int = Field(default=200, ge=0)
     max_record_bytes: int = MAX_RECORD_BYTES

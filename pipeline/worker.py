@@ -4,13 +4,22 @@ The only module that imports faust (and mode). Per record of ``chat.requests``:
 
 1. parse it as a :class:`~models.records.ChatJob`; if it is not one, the original bytes go to
    ``chat.requests.dlq`` with the reason and source topic/partition/offset in headers;
-2. otherwise :class:`~pipeline.jobs.JobRunner` runs it: ``started``, every line to
-   ``chat.lines``, ``first_line``, and one terminal event, all durable before it returns;
-3. only then does the agent take the next record, which is when faust acks this one; faust
+2. otherwise its earlier attempts are looked up in its own events
+   (:class:`~pipeline.job_history.JobHistory`): a job that already has a final outcome is only
+   acknowledged; a job another worker started and lost (SIGKILL, a partition handed over) is
+   continued as the next attempt, fetching the thread's state when its chat id is known
+   (:func:`pipeline.attempts.plan_attempt`);
+3. :class:`~pipeline.jobs.JobRunner` runs it: ``started``, every line to ``chat.lines``,
+   ``first_line``, and one terminal event, all durable before it returns;
+4. only then does the agent take the next record, which is when faust acks this one; faust
    commits the offset once every earlier offset of the partition is acked too.
 
 So a job's offset is committed only after its lines and terminal event are in Kafka
-(at-least-once). An error of the job's own (HTTP, stream, bug) becomes a ``failed`` event and
+(at-least-once). On a rebalance faust waits for the running jobs of revoked partitions to end
+and be acked (``stream_wait_empty``) before it commits and gives the partitions up; a job whose
+worker died is redelivered from the last committed offset to the next owner.
+
+An error of the job's own (HTTP, stream, bug) becomes a ``failed`` event and
 never escapes the agent (faust would ack and drop the record silently). When Kafka itself does
 not confirm the records, the worker crashes instead: the record stays unacknowledged and is
 redelivered after a restart.
@@ -29,6 +38,7 @@ import os
 import socket
 import tempfile
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -40,7 +50,10 @@ from pydantic import ValidationError
 from models import wire
 from models.records import ChatJob, DeadLetter, JobEvent
 from pipeline import metrics
+from pipeline.attempts import PriorAttempts
 from pipeline.client import ChatClient
+from pipeline.consumer_lag import LagReporter
+from pipeline.job_history import JobHistory
 from pipeline.jobs import ABORT_GRACE_S, JobControl, JobRunner
 from pipeline.kafka import (
     DEFAULT_PARTITIONS,
@@ -74,15 +87,20 @@ class WorkerResources(Service):
     them (faust drains running jobs first when ``stream_wait_empty`` is on).
     """
 
-    def __init__(self, settings: Settings, **kwargs: Any) -> None:
+    def __init__(
+        self, settings: Settings, *, lag: LagReporter | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.settings = settings
+        self._lag = lag
+        self._lag_task: asyncio.Task[None] | None = None
         self.worker_id = settings.worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.running: dict[str, JobControl] = {}
         self._cancelled: OrderedDict[str, str] = OrderedDict()
         self._producer: Any = None
         self._client: ChatClient | None = None
         self._runner: JobRunner | None = None
+        self.history = JobHistory(settings)
 
     def __repr__(self) -> str:
         return f"<WorkerResources worker_id={self.worker_id} running={len(self.running)}>"
@@ -92,9 +110,16 @@ class WorkerResources(Service):
         await ensure_topics(self.settings, OUTPUT_TOPICS, partitions=DEFAULT_PARTITIONS)
         self._producer = create_producer(self.settings, client_id=f"chatscribe-{self.worker_id}")
         await self._producer.start()
+        events_topic = self.settings.topic(wire.TOPIC_JOB_EVENTS)
+        await self.history.start(await self._producer.partitions_for(events_topic))
+        if self._lag is not None:
+            self._lag_task = asyncio.create_task(self._lag.run(), name="consumer-lag")
         self._client = ChatClient(self.settings)
         self._runner = JobRunner(
-            self._client, job_deadline_s=self.settings.job_deadline_s, worker_id=self.worker_id
+            self._client,
+            job_deadline_s=self.settings.job_deadline_s,
+            worker_id=self.worker_id,
+            max_attempts=self.settings.worker_max_attempts,
         )
         logger.info("worker resources started worker_id=%s", self.worker_id)
 
@@ -104,6 +129,10 @@ class WorkerResources(Service):
             await self._producer.stop()
         if self._client is not None:
             await self._client.aclose()
+        await self.history.stop()
+        if self._lag_task is not None:
+            self._lag_task.cancel()
+            await asyncio.gather(self._lag_task, return_exceptions=True)
         logger.info("worker resources stopped worker_id=%s", self.worker_id)
 
     async def process(self, event: EventT[Any]) -> None:
@@ -120,13 +149,14 @@ class WorkerResources(Service):
             await self._dead_letter(event, f"invalid chat job: {_summary(exc)}")
             return
         self._check_key(job, message.key)
+        prior = await self.history.prior(job.job_id, submitted_ms=int(message.timestamp * 1000))
         try:
-            await self._run(job)
+            await self._run(job, prior)
         except RecordDeliveryError:
             raise
         except Exception as exc:
             logger.exception("job crashed job_id=%s error=%r", job.job_id, exc)
-            await self._report_crash(job, exc)
+            await self._report_crash(job, exc, attempt=prior.attempt + 1)
 
     def cancel(self, key: bytes | None, value: bytes | None) -> None:
         """Handles one ``chat.cancellations`` record: aborts the job if it runs here."""
@@ -144,27 +174,31 @@ class WorkerResources(Service):
         while len(self._cancelled) > EARLY_CANCELLATIONS_KEPT:
             self._cancelled.popitem(last=False)
 
-    async def _run(self, job: ChatJob) -> None:
+    async def _run(self, job: ChatJob, prior: PriorAttempts) -> None:
         assert self._runner is not None, "WorkerResources not started"
         output = JobOutput(self._producer, self.settings, job.job_id)
+        if prior.attempt and not prior.open:
+            logger.info("job already finished job_id=%s attempt=%s", job.job_id, prior.attempt)
+            return
         early = self._cancelled.pop(job.job_id, None)
         if early is not None:
-            await self._runner.skip(job, output, reason=f"{early} before start")
+            reason = f"{early} before start"
+            await self._runner.skip(job, output, reason=reason, attempt=prior.attempt + 1)
             return
         control = JobControl()
         self.running[job.job_id] = control
         try:
-            await self._runner.run(job, output, attempt=1, control=control)
+            await self._runner.run_job(job, output, prior=prior, control=control)
         finally:
             self.running.pop(job.job_id, None)
 
-    async def _report_crash(self, job: ChatJob, exc: Exception) -> None:
+    async def _report_crash(self, job: ChatJob, exc: Exception, *, attempt: int) -> None:
         """Best effort: a ``failed`` event for a job whose run raised unexpectedly."""
         event = JobEvent(
             job_id=job.job_id,
             run_id=job.run_id,
             kind="failed",
-            attempt=1,
+            attempt=attempt,
             error=str(exc) or repr(exc),
             error_type=type(exc).__name__,
             worker_id=self.worker_id,
@@ -216,6 +250,7 @@ def create_app(settings: Settings) -> faust.App:
         the ``chat.cancellations`` agent; no web server, in-memory store, raw keys and values.
     """
     hard_limit_s = settings.job_deadline_s + ABORT_GRACE_S + REBALANCE_MARGIN_S
+    session_s = settings.worker_session_timeout_s
     app = faust.App(
         settings.worker_group,
         broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap.split(",")],
@@ -236,11 +271,39 @@ def create_app(settings: Settings) -> faust.App:
         stream_wait_empty=True,
         stream_processing_timeout=hard_limit_s,
         broker_rebalance_timeout=hard_limit_s,
+        broker_session_timeout=session_s,
+        broker_heartbeat_interval=min(3.0, session_s / 6),
+        broker_request_timeout=max(90.0, session_s * 1.5),
     )
-    resources = WorkerResources(settings)
+    assigned = _assignment(app, settings.topic(wire.TOPIC_REQUESTS))
+    resources = WorkerResources(settings, lag=LagReporter(settings, assigned))
     app.add_dependency(resources)
     _add_agents(app, settings, resources)
+    _add_rebalance_hooks(app, resources)
     return app
+
+
+def _add_rebalance_hooks(app: faust.App, resources: WorkerResources) -> None:
+    """Forgets the job history on every rebalance (other workers may have run jobs since)."""
+
+    def forget(sender: Any, *args: Any, **kwargs: Any) -> None:
+        resources.history.forget()
+
+    app.on_partitions_revoked.connect(cast(Any, forget))  # mode types its handlers oddly
+    app.on_partitions_assigned.connect(cast(Any, forget))
+
+
+def _assignment(app: faust.App, topic: str) -> Callable[[], list[tuple[str, int]]]:
+    """Returns: a function giving this worker's assigned partitions of ``topic``."""
+
+    def assigned() -> list[tuple[str, int]]:
+        try:
+            tps = app.consumer.assignment()
+        except Exception:  # the consumer is not started yet
+            return []
+        return [(tp.topic, tp.partition) for tp in tps if tp.topic == topic]
+
+    return assigned
 
 
 def _add_agents(app: faust.App, settings: Settings, resources: WorkerResources) -> None:

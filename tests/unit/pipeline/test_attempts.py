@@ -1,9 +1,19 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from models.chat import StreamMessage
-from pipeline.attempts import AttemptState, Outcome, outcome
+from models.records import JobEvent
+from pipeline.attempts import (
+    AttemptPlan,
+    AttemptState,
+    Outcome,
+    PriorAttempts,
+    outcome,
+    plan_attempt,
+)
 from pipeline.errors import ChatConnectError, ChatNotFoundError, ChatServerError, StreamBrokenError
 
 URL = "http://chat.test/x/stream-chat-state"
@@ -89,3 +99,72 @@ def test_call_failure_during_an_abort_request_is_still_a_failure(error: Exceptio
     result = outcome(AttemptState(), abort_reason="deadline exceeded", error=error)
     assert result.kind == "failed"
     assert result.error_type == type(error).__name__
+
+
+def _event(kind: str, attempt: int, **fields: Any) -> JobEvent:
+    return JobEvent.model_validate(
+        {"job_id": "j1", "run_id": "r1", "kind": kind, "attempt": attempt, **fields}
+    )
+
+
+def test_prior_attempts_know_the_started_attempt_and_the_chat_id_of_its_first_line() -> None:
+    prior = PriorAttempts()
+    for event in [
+        _event("started", 1),
+        _event("first_line", 1, chat_id="c1", line_count=1),
+    ]:
+        prior = prior.observe(event)
+    assert prior == PriorAttempts(attempt=1, open=True, chat_id="c1")
+    assert plan_attempt(prior) == AttemptPlan(2, "state", "c1")
+
+
+def test_started_event_chat_id_alone_does_not_mean_the_question_was_received() -> None:
+    prior = PriorAttempts().observe(_event("started", 1, chat_id="follow-up-thread"))
+    assert prior.chat_id is None
+    assert plan_attempt(prior) == AttemptPlan(2, "ask")
+
+
+def test_a_final_terminal_event_closes_the_job_and_a_broken_one_keeps_it_open() -> None:
+    started = PriorAttempts().observe(_event("started", 1))
+    done = started.observe(_event("completed", 1, chat_id="c1", line_count=5))
+    broken = started.observe(
+        _event("failed", 1, chat_id="c1", line_count=3, error_type="StreamBrokenError")
+    )
+    assert plan_attempt(done) is None
+    assert plan_attempt(broken) == AttemptPlan(2, "state", "c1")
+
+
+def test_a_fresh_job_is_asked_as_attempt_one_and_too_many_attempts_are_exhausted() -> None:
+    assert plan_attempt(PriorAttempts()) == AttemptPlan(1, "ask")
+    prior = PriorAttempts(attempt=3, open=True, chat_id="c1")
+    assert plan_attempt(prior, max_attempts=3) == AttemptPlan(4, "exhausted", "c1")
+
+
+def test_older_attempt_events_do_not_reopen_a_later_attempt() -> None:
+    prior = PriorAttempts().observe(_event("started", 2)).observe(_event("completed", 2))
+    assert prior.observe(_event("started", 1)) == PriorAttempts(attempt=2, open=False)
+
+
+def _state_line(messages: list[dict[str, Any]]) -> StreamMessage:
+    return StreamMessage.model_validate(
+        {"id": "__state__", "state": {"chatId": "c1", "messages": messages}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("messages", "answered"),
+    [
+        ([{"role": "user"}, {"role": "assistant", "content": "42"}], True),
+        ([{"role": "assistant"}, {"role": "user"}], False),
+        ([{"type": "human"}, {"type": "ai"}], True),
+        ([], False),
+    ],
+)
+def test_state_fetch_is_completed_only_when_the_state_holds_an_answer(
+    messages: list[dict[str, Any]], answered: bool
+) -> None:
+    state = AttemptState(chat_id="c1", state_fetch=True, http_status=200)
+    state.observe(_state_line(messages))
+    result = outcome(state, abort_reason=None, error=None)
+    assert state.answered is answered
+    assert result.kind == ("completed" if answered else "failed")

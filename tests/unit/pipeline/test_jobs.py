@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from models.records import ChatJob, JobEvent, LineEnvelope
+from pipeline.attempts import PriorAttempts
 from pipeline.client import ChatClient
 from pipeline.errors import PermanentError, TransientError
 from pipeline.jobs import JobControl, JobRunner, RetryPolicy
@@ -94,7 +95,7 @@ async def test_run_produces_started_lines_first_line_and_completed_in_order() ->
     assert output.kinds == ["started", "first_line", "completed"]
     assert [(x.line_no, x.chat_id) for x in output.lines] == [(1, "c1"), (2, "c1")]
     assert (terminal.line_count, terminal.http_status, terminal.chat_id) == (2, 200, "c1")
-    assert output.deliveries == 2
+    assert output.deliveries == 3  # started (before the call), the lines, the terminal event
     assert output.events[0].job is not None
 
 
@@ -132,6 +133,118 @@ async def test_run_gives_up_on_connect_errors_after_four_attempts() -> None:
         0,
     )
     assert len(calls) == 4
+
+
+async def test_run_job_continues_a_broken_stream_by_fetching_the_threads_state() -> None:
+    bodies: list[dict[str, Any]] = []
+
+    async def broken() -> AsyncIterator[bytes]:
+        yield CUTOFF + b'{"content":"par'
+        raise httpx.ReadError("reset")
+
+    state = (
+        b'{"id":"__cutoff__","state":{"chatId":"c1","isStreaming":false}}\n'
+        b'{"id":"__state__","state":{"chatId":"c1","messages":['
+        b'{"role":"user","content":"How many?"},{"role":"assistant","content":"42"}]}}\n'
+    )
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        if len(bodies) == 1:
+            return httpx.Response(200, content=broken())
+        return httpx.Response(200, content=state)
+
+    output = RecordingOutput()
+    terminal = await _runner(handler).run_job(_job(), output)
+
+    assert terminal is not None and (terminal.kind, terminal.attempt) == ("completed", 2)
+    assert "input" in bodies[0] and "chatId" not in bodies[0]
+    assert bodies[1] == {"chatId": "c1", "sessionSettings": {"externalId": "u1"}}
+    assert [(e.attempt, e.kind, e.error_type) for e in output.events] == [
+        (1, "started", None),
+        (1, "first_line", None),
+        (1, "failed", "StreamBrokenError"),
+        (2, "started", None),
+        (2, "first_line", None),
+        (2, "completed", None),
+    ]
+    assert [(x.attempt, x.line_no) for x in output.lines] == [(1, 1), (1, 2), (2, 1), (2, 2)]
+
+
+async def test_run_job_takeover_without_a_chat_id_asks_again_as_the_next_attempt() -> None:
+    bodies: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        return httpx.Response(200, content=CUTOFF)
+
+    output = RecordingOutput()
+    prior = PriorAttempts(attempt=1, open=True)
+    terminal = await _runner(handler).run_job(_job(), output, prior=prior)
+
+    assert terminal is not None and (terminal.kind, terminal.attempt) == ("completed", 2)
+    assert bodies == [{"input": "How many?", "sessionSettings": {"externalId": "u1"}}]
+    assert {x.attempt for x in output.lines} == {2}
+
+
+async def test_run_job_state_fetch_waits_until_the_thread_stopped_streaming() -> None:
+    running = b'{"id":"__cutoff__","state":{"chatId":"c1","isStreaming":true}}\n'
+    done = (
+        b'{"id":"__cutoff__","state":{"chatId":"c1","isStreaming":false}}\n'
+        b'{"id":"__state__","state":{"chatId":"c1","messages":[{"role":"user"},'
+        b'{"role":"assistant","content":"42"}]}}\n'
+    )
+    responses = [httpx.Response(200, content=body) for body in (running, running, done)]
+    handler, calls = _counting(responses)
+    output = RecordingOutput()
+    prior = PriorAttempts(attempt=1, open=True, chat_id="c1")
+    runner = _runner(handler, state_poll_s=0.01)
+    terminal = await runner.run_job(_job(), output, prior=prior)
+
+    assert terminal is not None and terminal.kind == "completed"
+    assert len(calls) == 3
+    assert [x.raw for x in output.lines] == done.splitlines()
+
+
+async def test_run_job_state_without_an_answer_fails_as_interrupted() -> None:
+    state = b'{"id":"__state__","state":{"chatId":"c1","messages":[{"role":"user"}]}}\n'
+    handler, _ = _counting([httpx.Response(200, content=CUTOFF + state)])
+    prior = PriorAttempts(attempt=1, open=True, chat_id="c1")
+    terminal = await _runner(handler).run_job(_job(), RecordingOutput(), prior=prior)
+
+    assert terminal is not None
+    assert (terminal.kind, terminal.attempt, terminal.error_type) == (
+        "failed",
+        2,
+        "TurnInterrupted",
+    )
+
+
+async def test_run_job_past_max_attempts_fails_without_calling() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise AssertionError("no call expected")
+
+    output = RecordingOutput()
+    prior = PriorAttempts(attempt=3, open=True, chat_id="c1")
+    terminal = await _runner(handler, max_attempts=3).run_job(_job(), output, prior=prior)
+
+    assert terminal is not None
+    assert (terminal.kind, terminal.attempt, terminal.error_type) == (
+        "failed",
+        4,
+        "AttemptsExhausted",
+    )
+    assert output.kinds == ["failed"]
+
+
+async def test_run_job_of_a_finished_job_does_nothing() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise AssertionError("no call expected")
+
+    output = RecordingOutput()
+    prior = PriorAttempts(attempt=1, open=False, chat_id="c1")
+    assert await _runner(handler).run_job(_job(), output, prior=prior) is None
+    assert output.events == []
 
 
 async def test_run_broken_stream_after_first_line_fails_without_retry() -> None:
