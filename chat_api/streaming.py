@@ -23,6 +23,7 @@ import anyio.to_thread
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from chat_api import sent_log
 from chat_api.agent import Line, Turn
 from chat_api.errors import ChatApiError
 
@@ -129,7 +130,8 @@ class NdjsonResponse(StreamingResponse):
         on_close: Callable[[], None] | None = None,
     ) -> None:
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        super().__init__(content, media_type=MEDIA_TYPE, headers=headers)
+        # CHATSCRIBE_SENT_LOG (opt-in): every line sent is logged for fault-injection tests.
+        super().__init__(sent_log.tap(content), media_type=MEDIA_TYPE, headers=headers)
         self._content = content
         self._on_close = on_close
 
