@@ -130,7 +130,9 @@ def test_follow_ups_that_cannot_be_applied_are_refused(
 
 
 def test_plan_state_survives_json_and_a_bad_state_is_ignored(vocabulary: Vocabulary) -> None:
-    planned = plan_question("Top 3 destinations by number of flights from JFK in July", vocabulary=vocabulary)
+    planned = plan_question(
+        "Top 3 destinations by number of flights from JFK in July", vocabulary=vocabulary
+    )
     assert isinstance(planned, Plan)
     state = json.loads(json.dumps(plan_state(planned.spec)))
     assert spec_from_state(state) == planned.spec
