@@ -11,12 +11,17 @@ a result whose JSON has an ``error`` property) with one ``except`` clause::
      ├── QueryExecutionError     DuckDB failed or timed out while running a compiled query
      └── RequestError            the server refuses an HTTP request: status_code, message
           ├── InvalidRequestError   400: body or parameters invalid
+          │    ├── UndeclaredAttributeError   userAttributes name not declared (names)
+          │    ├── UnknownInternalUserError   internalId names no internal user (email)
           │    └── UnknownBranchError   activeBranchName names no branch (branch, known)
           ├── UnauthorizedError     401: API key missing or wrong
           ├── BodyTooLargeError     413: body over the size limit (max_bytes)
           ├── ThreadOwnerError      403: another user owns the thread (chat_id)
+          ├── UserLimitError        403: the account's external user limit is reached (limit)
+          ├── SessionInvalidError   403: embed session unknown, expired, used or revoked (reason)
           ├── NotFoundError         404: agent, tenant or thread unknown
-          │    └── ThreadNotFoundError   (chat_id)
+          │    ├── ThreadNotFoundError   (chat_id)
+          │    └── SessionNotFoundError  revoke of an unknown embed session
           └── ThreadBusyError       409: the thread already has a running turn (chat_id)
 
 The HTTP layer answers a ``RequestError`` with its status and ``{"error", "status"}``; the others
@@ -199,3 +204,78 @@ class UnknownBranchError(InvalidRequestError):
         super().__init__(
             f"activeBranchName: unknown branch {branch!r}; branches: {', '.join(known)}"
         )
+
+
+class UndeclaredAttributeError(InvalidRequestError):
+    """400: a ``userAttributes`` name is not declared for the account (interface, "Session
+    settings": "Each attribute must first be configured in the admin panel").
+
+    Attributes:
+        names: The undeclared names, sorted.
+        declared: The names the account declares, sorted.
+    """
+
+    def __init__(self, names: list[str], *, declared: list[str]) -> None:
+        self.names = names
+        self.declared = declared
+        listed = ", ".join(declared) or "none"
+        super().__init__(
+            f"userAttributes: not declared for this account: {', '.join(names)} "
+            f"(declared: {listed})"
+        )
+
+
+class UnknownInternalUserError(InvalidRequestError):
+    """400: ``internalId`` names no existing internal user (interface, "Session settings":
+    "The user must already exist").
+
+    Attributes:
+        email: The ``internalId`` given.
+    """
+
+    def __init__(self, email: str, account: str) -> None:
+        self.email = email
+        super().__init__(
+            f"sessionSettings.internalId: no internal user {email!r} in account {account!r} "
+            "(create it with `chatscribe api users add`)"
+        )
+
+
+class UserLimitError(RequestError):
+    """403: creating one more external user would pass the account's limit (interface,
+    "Limits": 10,000 external users per account).
+
+    Attributes:
+        limit: The configured limit (``CHATSCRIBE_MAX_EXTERNAL_USERS``).
+    """
+
+    status_code = 403
+
+    def __init__(self, account: str, limit: int) -> None:
+        self.limit = limit
+        super().__init__(
+            f"external user limit reached: account {account!r} already has {limit} external "
+            "users; reuse an externalId or wait for ephemeral users to expire"
+        )
+
+
+class SessionInvalidError(RequestError):
+    """403: an embed session cannot be redeemed (field notes, "Generate session": single use,
+    valid for 5 minutes, revocable).
+
+    Attributes:
+        reason: ``"unknown"``, ``"expired"``, ``"used"`` or ``"revoked"``.
+    """
+
+    status_code = 403
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"embed session {reason}: generate a new session")
+
+
+class SessionNotFoundError(NotFoundError):
+    """404: revoke of a sessionId the service never issued (or already purged)."""
+
+    def __init__(self) -> None:
+        super().__init__("embed session not found")

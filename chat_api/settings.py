@@ -15,18 +15,32 @@ Environment variables (prefix ``CHATSCRIBE_``):
 ``CHATSCRIBE_DEVELOPMENT_MODE``       ``true`` streams ``thinking`` lines (default ``true``)
 ``CHATSCRIBE_LINE_DELAY_MS``          pause between stream lines, for demos and abort tests
 ``CHATSCRIBE_ROW_LIMIT``              rows returned in a SQL tool result (default 100)
+``CHATSCRIBE_API_DATABASE_URL``       state database: SQLAlchemy URL (default a SQLite file
+                                      ``$XDG_STATE_HOME/chatscribe/chat-api.sqlite3``)
+``CHATSCRIBE_USER_ATTRIBUTES``        comma-separated user attribute names the account
+                                      declares (default ``origin``)
+``CHATSCRIBE_INTERNAL_USERS``         JSON list of internal users created at start:
+                                      ``[{"email", "groups": [...], "attributes": {...}}]``
+``CHATSCRIBE_MAX_EXTERNAL_USERS``     external users per account (default 10000)
+``CHATSCRIBE_EPHEMERAL_TTL_S``        default lifetime of an ephemeral user (one week)
+``CHATSCRIBE_SESSION_TTL_S``          lifetime of an embed session (default 300)
+``CHATSCRIBE_ABORT_WINDOW_S``         how long after its last turn a thread can still be
+                                      aborted (a 204 no-op; later: 404; default 3600)
 ====================================  =========================================================
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from chat_api.data import default_database_path
+from chat_api.sessions import SESSION_TTL_S
+from chat_api.users import DEFAULT_EPHEMERAL_TTL_S, DEFAULT_MAX_EXTERNAL_USERS
 
 DEFAULT_API_KEY = "demo-key"
 DEFAULT_CLOUD_REGION = "local"
@@ -35,6 +49,32 @@ DEFAULT_AGENT_ID = "1"
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "data_model" / "main"
 DEFAULT_ROW_LIMIT = 100
 """Rows in a SQL tool result; ``totalRows`` counts them all (field notes, "Tool names")."""
+DEFAULT_USER_ATTRIBUTES = ("origin",)
+"""Attributes the demo account declares: ``origin`` drives the flights access policy."""
+DEFAULT_ABORT_WINDOW_S = 3600.0
+STATE_FILE_NAME = "chat-api.sqlite3"
+
+
+def default_state_url() -> str:
+    """Returns: ``sqlite:///<$XDG_STATE_HOME or ~/.local/state>/chatscribe/chat-api.sqlite3``."""
+    state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return f"sqlite:///{Path(state_home) / 'chatscribe' / STATE_FILE_NAME}"
+
+
+class InternalUser(BaseModel):
+    """An internal user created at start-up (``CHATSCRIBE_INTERNAL_USERS``).
+
+    Attributes:
+        email: The ``internalId`` that names the user.
+        groups: Its groups.
+        attributes: Its user attributes (names must be declared).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    email: str = Field(min_length=3)
+    groups: tuple[str, ...] = ()
+    attributes: dict[str, str] = Field(default_factory=dict)
 
 
 class ChatApiSettings(BaseSettings):
@@ -50,6 +90,14 @@ class ChatApiSettings(BaseSettings):
             (interface, "Chat stream message").
         line_delay_ms: Milliseconds to wait between two stream lines (0: none).
         row_limit: Most rows put in a SQL tool result's ``data``.
+        api_database_url: SQLAlchemy URL of the state database (users, threads, sessions).
+        user_attributes: Declared user attribute names; others are refused (400).
+        internal_users: Internal users created (or updated) at start-up.
+        max_external_users: Most live external users of the account (interface, "Limits").
+        ephemeral_ttl_s: Lifetime of an ephemeral user without ``ephemeralTtlSeconds``.
+        session_ttl_s: Lifetime of an embed session (field notes: 5 minutes).
+        abort_window_s: Seconds after its last turn during which a thread counts as
+            "recently completed" for abort (interface, "2. Abort").
     """
 
     model_config = SettingsConfigDict(env_prefix="CHATSCRIBE_", frozen=True, extra="ignore")
@@ -63,6 +111,13 @@ class ChatApiSettings(BaseSettings):
     development_mode: bool = True
     line_delay_ms: int = Field(default=0, ge=0)
     row_limit: int = Field(default=DEFAULT_ROW_LIMIT, ge=1)
+    api_database_url: str = Field(default_factory=default_state_url, min_length=1)
+    user_attributes: Annotated[tuple[str, ...], NoDecode] = DEFAULT_USER_ATTRIBUTES
+    internal_users: tuple[InternalUser, ...] = ()
+    max_external_users: int = Field(default=DEFAULT_MAX_EXTERNAL_USERS, ge=0)
+    ephemeral_ttl_s: float = Field(default=DEFAULT_EPHEMERAL_TTL_S, gt=0)
+    session_ttl_s: float = Field(default=SESSION_TTL_S, gt=0)
+    abort_window_s: float = Field(default=DEFAULT_ABORT_WINDOW_S, ge=0)
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -74,4 +129,12 @@ class ChatApiSettings(BaseSettings):
             value = tuple(v for v in value if not (isinstance(v, str) and not v.strip()))
             if not value:
                 raise ValueError("CHATSCRIBE_API_KEYS holds no key")
+        return value
+
+    @field_validator("user_attributes", mode="before")
+    @classmethod
+    def _split_names(cls, value: Any) -> Any:
+        """``"origin, dest"`` from the environment becomes ``("origin", "dest")``."""
+        if isinstance(value, str):
+            value = tuple(part.strip() for part in value.split(",") if part.strip())
         return value

@@ -1,9 +1,11 @@
 """Our Chat API under a real uvicorn on a free loopback port, in a background thread.
 
 ``httpx.ASGITransport`` buffers whole bodies, so streaming, pacing and abort are tested against
-the real server (house style, "Tests"). Two servers share one toolbox (model, vocabulary,
-warehouse): ``server`` streams at full speed, ``slow_server`` waits ``SLOW_LINE_DELAY_MS``
-between lines so a test can act mid-stream.
+the real server (house style, "Tests"). Servers share one toolbox (model, vocabulary,
+warehouse), each has its own SQLite state file: ``server`` streams at full speed,
+``slow_server`` waits ``SLOW_LINE_DELAY_MS`` between lines so a test can act mid-stream, and
+``start_server`` starts one with other settings (a short TTL, a small user limit) or over the
+state file of an earlier one (a restart).
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,16 +111,49 @@ def _start(toolbox: Toolbox, database_path: Path, **fields: Any) -> Iterator[Run
         yield RunningServer(base_url=base_url, settings=settings, app=app)
 
 
+def state_url(folder: Path, name: str = "state") -> str:
+    """Returns: a SQLite URL for the state database ``<folder>/<name>.sqlite3``."""
+    return f"sqlite:///{folder / name}.sqlite3"
+
+
 @pytest.fixture(scope="session")
-def server(toolbox: Toolbox, database_path: Path) -> Iterator[RunningServer]:
+def server(
+    toolbox: Toolbox, database_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
     """A Chat API streaming at full speed."""
-    yield from _start(toolbox, database_path)
+    url = state_url(tmp_path_factory.mktemp("state"))
+    yield from _start(toolbox, database_path, api_database_url=url)
 
 
 @pytest.fixture(scope="session")
-def slow_server(toolbox: Toolbox, database_path: Path) -> Iterator[RunningServer]:
+def slow_server(
+    toolbox: Toolbox, database_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
     """A Chat API pausing ``SLOW_LINE_DELAY_MS`` between lines."""
-    yield from _start(toolbox, database_path, line_delay_ms=SLOW_LINE_DELAY_MS)
+    url = state_url(tmp_path_factory.mktemp("state"))
+    yield from _start(
+        toolbox, database_path, api_database_url=url, line_delay_ms=SLOW_LINE_DELAY_MS
+    )
+
+
+ServerStarter = Callable[..., AbstractContextManager[RunningServer]]
+
+
+@pytest.fixture
+def start_server(toolbox: Toolbox, database_path: Path, tmp_path: Path) -> ServerStarter:
+    """Starts servers with extra settings; they stop when the block ends.
+
+    ``with start_server(max_external_users=2) as api: ...``; without ``api_database_url`` the
+    state file is ``<tmp_path>/state.sqlite3``, shared by the servers of one test, so stopping
+    one and starting another is a restart over the same state.
+    """
+
+    @contextmanager
+    def start(**fields: Any) -> Iterator[RunningServer]:
+        fields.setdefault("api_database_url", state_url(tmp_path))
+        yield from _start(toolbox, database_path, **fields)
+
+    return start
 
 
 @pytest.fixture
