@@ -3,6 +3,8 @@
 Commands::
 
     chatscribe api serve [--host H] [--port N]     our Chat API under uvicorn (no Kafka, no DB)
+    chatscribe api users add|list|remove|purge     Chat API users (pipeline.cli_api_users)
+    chatscribe api keys add|revoke|count           Chat API keys
     chatscribe db upgrade                          create or upgrade the archive schema
     chatscribe worker                              a worker process (faust)
     chatscribe sink                                a sink process (Kafka → PostgreSQL)
@@ -29,6 +31,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from pipeline.cli_api_users import keys_app, users_app
 from pipeline.cli_archive import archive_app, retention_app
 from pipeline.cli_dlq import dlq_app
 from pipeline.cli_runs import runs_app
@@ -38,6 +41,8 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split
 api_app = typer.Typer(no_args_is_help=True, help="Our Chat API implementation.")
 db_app = typer.Typer(no_args_is_help=True, help="The PostgreSQL archive.")
 app.add_typer(api_app, name="api")
+api_app.add_typer(users_app, name="users")
+api_app.add_typer(keys_app, name="keys")
 app.add_typer(db_app, name="db")
 app.add_typer(runs_app, name="runs")
 app.add_typer(archive_app)
