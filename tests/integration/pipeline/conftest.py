@@ -16,6 +16,7 @@ from worker_support import (
     Submit,
     TopicReader,
     WorkerProcess,
+    free_port,
     reading,
     serve_scripted_chat,
     start_worker,
@@ -39,7 +40,9 @@ def worker(
     kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[WorkerProcess]:
     """One worker process for the module, on its own topics and consumer group."""
-    settings = worker_settings(kafka_bootstrap, unique_prefix(), job_deadline_s=30.0)
+    settings = worker_settings(
+        kafka_bootstrap, unique_prefix(), job_deadline_s=30.0, metrics_port=free_port()
+    )
     asyncio.run(ensure_topics(settings, ALL_TOPICS))
     running = start_worker(settings, tmp_path_factory.mktemp("worker") / "worker.log")
     yield running

@@ -13,20 +13,25 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 from aiokafka import TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 from worker_support import (
     ALL_TOPICS,
     API_KEY,
     BIG_LINE_BYTES,
+    HUGE_LINE_BYTES,
     RUN_WORKER,
     ScriptedChat,
     Submit,
     TopicReader,
     WorkerProcess,
+    malformed_lines,
     normal_lines,
     reading,
     send_record,
+    snapshot_lines,
     start_worker,
     submitting,
     worker_settings,
@@ -192,6 +197,104 @@ async def test_worker_produces_a_line_larger_than_a_default_kafka_record(
     lines = _envelopes(topic_reader, job.job_id)
     assert terminal.kind == "completed"
     assert len(lines[1].raw) > BIG_LINE_BYTES
+
+
+async def test_worker_archives_every_malformed_line_raw_and_the_stream_goes_on(
+    submit: Submit, topic_reader: TopicReader
+) -> None:
+    job = await submit(f"malformed:{uuid.uuid4()}")
+    terminal = await topic_reader.wait_terminal(job.job_id, timeout_s=120)
+
+    lines = _envelopes(topic_reader, job.job_id)
+    assert terminal.chat_id is not None
+    sent = malformed_lines(terminal.chat_id)
+    assert [x.raw for x in lines] == sent  # byte for byte, the 20 MiB line included
+    assert terminal.kind == "completed" and terminal.line_count == len(sent)
+    by_no = {x.line_no: x for x in lines}
+    invalid_json, invalid_utf8, unknown_fields, unknown_sentinel = (by_no[n] for n in (2, 3, 4, 5))
+    assert invalid_json.parse_error is not None and "invalid JSON" in invalid_json.parse_error
+    assert invalid_utf8.parse_error is not None and "UTF-8" in invalid_utf8.parse_error
+    assert unknown_fields.parse_error is None and unknown_fields.message is not None
+    assert unknown_fields.message.to_wire()["isStructuredResponse"] is True
+    assert unknown_sentinel.parse_error is None and unknown_sentinel.message is not None
+    assert unknown_sentinel.message.id == "__mystery__"
+    assert len(by_no[6].raw) > HUGE_LINE_BYTES and by_no[6].parse_error is None
+    truncated = lines[-1]
+    assert truncated.terminated is False
+    assert truncated.parse_error is not None and "invalid JSON" in truncated.parse_error
+    assert all(x.terminated for x in lines[:-1])
+
+
+async def test_worker_fails_a_4xx_at_once_with_its_status_and_message(
+    submit: Submit, topic_reader: TopicReader, scripted_chat: ScriptedChat
+) -> None:
+    question = f"http-400:{uuid.uuid4()}"
+    job = await submit(question)
+    terminal = await topic_reader.wait_terminal(job.job_id)
+
+    assert (terminal.kind, terminal.http_status, terminal.error_type) == (
+        "failed",
+        400,
+        "ChatClientError",
+    )
+    assert terminal.error is not None and "bad externalId" in terminal.error
+    assert scripted_chat.calls[question] == 1
+
+
+async def test_worker_continues_a_stream_broken_mid_way_as_attempt_two_from_the_state(
+    submit: Submit, topic_reader: TopicReader, scripted_chat: ScriptedChat
+) -> None:
+    question = f"break:{uuid.uuid4()}"
+    job = await submit(question)
+    await topic_reader.wait_for(lambda: len(topic_reader.terminals(job.job_id)) == 2)
+    first, second = topic_reader.terminals(job.job_id)
+
+    assert (first.attempt, first.kind, first.error_type) == (1, "failed", "StreamBrokenError")
+    assert (second.attempt, second.kind) == (2, "completed")
+    assert scripted_chat.calls[question] == 1  # the question was not asked again
+    assert second.chat_id == first.chat_id is not None
+    fetch = {"chatId": first.chat_id, "sessionSettings": {"externalId": "analyst-1"}}
+    assert fetch in scripted_chat.state_fetches
+    await topic_reader.wait_for(lambda: len(_envelopes(topic_reader, job.job_id)) == 5)
+    lines = _envelopes(topic_reader, job.job_id)
+    assert [(x.attempt, x.line_no) for x in lines] == [(1, 1), (1, 2), (2, 1), (2, 2), (2, 3)]
+    assert [x.raw for x in lines if x.attempt == 2] == snapshot_lines(first.chat_id)
+
+
+async def test_worker_serves_prometheus_metrics_with_real_values_after_jobs(
+    submit: Submit, topic_reader: TopicReader, worker: WorkerProcess
+) -> None:
+    flaky = await submit(f"flaky:{uuid.uuid4()}")
+    normal = await submit(f"normal:{uuid.uuid4()}")
+    for job in (flaky, normal):
+        assert (await topic_reader.wait_terminal(job.job_id)).kind == "completed"
+    port = worker.settings.metrics_port
+
+    def scrape() -> dict[str, float]:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        return {
+            sample.name
+            + (str(sorted(sample.labels.items())) if sample.labels else ""): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+        }
+
+    requests_topic = worker.settings.topic(wire.TOPIC_REQUESTS)
+
+    def lag_reported() -> bool:
+        lags = [k for k in scrape() if k.startswith("chatscribe_worker_consumer_lag_records")]
+        return len(lags) == 4 and all(requests_topic in k for k in lags)
+
+    await topic_reader.wait_for(lag_reported, timeout_s=30)
+    values = scrape()
+    assert values["chatscribe_worker_jobs_total[('outcome', 'completed')]"] >= 2
+    assert values["chatscribe_worker_lines_total"] >= 16
+    assert values["chatscribe_worker_first_line_seconds_count"] >= 2
+    assert values["chatscribe_worker_final_answer_seconds_count"] >= 2
+    assert values["chatscribe_worker_job_seconds_count"] >= 2
+    assert values["chatscribe_worker_stream_retries_total[('error_type', 'ChatServerError')]"] >= 2
+    assert values["chatscribe_worker_jobs_in_flight"] >= 0
+    assert "chatscribe_worker_dead_letters_total" in values
 
 
 @pytest.mark.parametrize(

@@ -84,7 +84,41 @@ def normal_lines(chat_id: str) -> list[bytes]:
     ]
 
 
-SCRIPTS = ("normal", "error-line", "http-500", "flaky", "slow", "big", "unterminated", "aborted")
+HUGE_LINE_BYTES = 20 * 1024 * 1024
+
+
+def malformed_lines(chat_id: str) -> list[bytes]:
+    """The ``malformed`` script: each kind of bad line the issue names, then a truncated tail.
+
+    Order: cutoff, invalid JSON, invalid UTF-8, unknown fields, unknown sentinel, a 20 MiB line,
+    a normal final answer, ``__usage__``, and a last line without ``\n`` (truncated JSON).
+    """
+    return [
+        _cutoff(chat_id),
+        b'{"id": "m1", "role": "assistant", "content": "unclosed',
+        b'{"id":"m2","role":"assistant","content":"caf\xe9 \xc3\x28"}',
+        _line(id="m3", role="assistant", content="x", isStructuredResponse=True, extra={"a": 1}),
+        _line(id="__mystery__", type="unknown-sentinel", code="what_is_this"),
+        _line(id="m4", role="assistant", content="y" * HUGE_LINE_BYTES),
+        _line(id="m5", role="assistant", content="done", graphPath=["final"]),
+        USAGE,
+        b'{"id":"m6","content":"cut mid-wa',
+    ]
+
+
+SCRIPTS = (
+    "normal",
+    "error-line",
+    "http-500",
+    "http-400",
+    "flaky",
+    "slow",
+    "big",
+    "unterminated",
+    "aborted",
+    "malformed",
+    "break",
+)
 
 
 @dataclass
@@ -96,6 +130,7 @@ class ScriptedChat:
     authorizations: list[str] = field(default_factory=list)
     aborts: list[dict[str, Any]] = field(default_factory=list)
     abort_events: dict[str, threading.Event] = field(default_factory=dict)
+    state_fetches: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def chat_url(self) -> str:
@@ -105,6 +140,9 @@ class ScriptedChat:
 def script_app(state: ScriptedChat) -> Starlette:
     async def chat(request: Request) -> Response:
         body = await request.json()
+        if "input" not in body:  # a takeover fetches the thread's state (interface, "1. Chat")
+            state.state_fetches.append(body)
+            return StreamingResponse(_snapshot(body["chatId"]), media_type="application/json")
         question: str = body["input"]
         state.calls[question] += 1
         state.authorizations.append(request.headers.get("authorization", ""))
@@ -112,6 +150,8 @@ def script_app(state: ScriptedChat) -> Starlette:
         chat_id = f"chat-{uuid.uuid4().hex[:12]}"
         if script == "http-500":
             return JSONResponse({"error": "agent crashed"}, status_code=500)
+        if script == "http-400":
+            return JSONResponse({"error": "sessionSettings: bad externalId"}, status_code=400)
         if script == "flaky" and state.calls[question] <= 2:
             return JSONResponse({"error": "warming up"}, status_code=503)
         state.abort_events[chat_id] = threading.Event()
@@ -147,6 +187,14 @@ async def _stream(state: ScriptedChat, script: str, chat_id: str) -> AsyncIterat
             USAGE,
         ]:
             yield raw + b"\n"
+    elif script == "malformed":
+        lines = malformed_lines(chat_id)
+        for raw in lines[:-1]:
+            yield raw + b"\n"
+        yield lines[-1]
+    elif script == "break":
+        yield _cutoff(chat_id) + b"\n" + _line(content="half") + b"\n"
+        raise RuntimeError("injected: the stream breaks mid-way")
     elif script == "big":
         yield _cutoff(chat_id) + b"\n" + _line(content="x" * BIG_LINE_BYTES) + b"\n" + USAGE + b"\n"
     elif script == "unterminated":
@@ -161,6 +209,22 @@ async def _stream(state: ScriptedChat, script: str, chat_id: str) -> AsyncIterat
     elif script == "slow":
         async for raw in _slow(state, chat_id):
             yield raw
+
+
+def snapshot_lines(chat_id: str) -> list[bytes]:
+    """A thread's state: its question and an answer (what a takeover records)."""
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "recovered"}]
+    state = {"chatId": chat_id, "isStreaming": False}
+    return [
+        _line(id=wire.ID_CUTOFF, role="assistant", sort=0, state=state),
+        _line(id=wire.ID_STATE, sort=1, state={**state, "messages": messages}),
+        USAGE,
+    ]
+
+
+async def _snapshot(chat_id: str) -> AsyncIterator[bytes]:
+    for raw in snapshot_lines(chat_id):
+        yield raw + b"\n"
 
 
 async def _slow(state: ScriptedChat, chat_id: str) -> AsyncIterator[bytes]:
@@ -217,8 +281,11 @@ def start_worker(settings: Settings, log_path: Path, *, code: str | None = None)
         "CHATSCRIBE_API_KEY": settings.api_key.get_secret_value(),
         "CHATSCRIBE_WORKER_CONCURRENCY": str(settings.worker_concurrency),
         "CHATSCRIBE_JOB_DEADLINE_S": str(settings.job_deadline_s),
+        "CHATSCRIBE_WORKER_SESSION_TIMEOUT_S": str(settings.worker_session_timeout_s),
         "PYTHONUNBUFFERED": "1",
     }
+    if settings.metrics_port is not None:
+        env["CHATSCRIBE_METRICS_PORT"] = str(settings.metrics_port)
     code = code or RUN_WORKER
     log = log_path.open("wb")
     process = subprocess.Popen(
