@@ -106,9 +106,15 @@ async def read_all(
     *,
     api_key: str,
     concurrency: int,
+    streams_per_client: int = 0,
     keep_lines: bool = False,
 ) -> ReadRun:
     """Reads every request's stream with at most ``concurrency`` at once.
+
+    Args:
+        streams_per_client: Readers sharing one ``httpx.AsyncClient``; 0: one client for all.
+            httpcore's pool scans every connection on each request, so one client for hundreds
+            of streams spends most of its time there (``bench/README.md``).
 
     Returns:
         The streams' figures (request order) and the per-line latencies.
@@ -118,21 +124,25 @@ async def read_all(
     """
     latencies: list[float] = []
     results: list[StreamStats | None] = [None] * len(bodies)
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for index in range(len(bodies)):
-        queue.put_nowait(index)
+    pending = list(range(len(bodies) - 1, -1, -1))
+    readers = min(concurrency, len(bodies))
+    per_client = streams_per_client or max(readers, 1)
+    clients = [client(api_key, concurrency=per_client) for _ in range(0, readers, per_client)]
 
     async def reader(http: httpx.AsyncClient) -> None:
-        while not queue.empty():
-            index = queue.get_nowait()
+        while pending:
+            index = pending.pop()
             results[index] = await read_stream(
                 http, url, bodies[index], latencies_s=latencies, keep_lines=keep_lines
             )
 
-    async with client(api_key, concurrency=concurrency) as http:
+    try:
         started = time.perf_counter()
         async with asyncio.TaskGroup() as group:
-            for _ in range(min(concurrency, len(bodies))):
-                group.create_task(reader(http))
+            for number in range(readers):
+                group.create_task(reader(clients[number // per_client]))
         elapsed = time.perf_counter() - started
+    finally:
+        for http in clients:
+            await http.aclose()
     return ReadRun([r for r in results if r is not None], latencies, elapsed)

@@ -1,0 +1,122 @@
+"""``python -m bench [--only NAME ...] [--scale small|full] [--profile]`` (``make bench``).
+
+Runs the benchmarks of issue 6 (``bench/README.md``) against the Kafka and PostgreSQL of
+``ops/services.sh`` (``CHATSCRIBE_*`` variables), prints one line per figure::
+
+    bench <name>: <ours> <unit> vs <baseline> <unit> = <ratio>
+
+and writes them with their details to ``bench/results/latest.json`` (and a stamped copy).
+``python -m bench record`` re-records ``bench/data/transcripts.jsonl`` from our Chat API.
+``--profile`` writes pyinstrument profiles of the slowest stages to ``bench/results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Final
+
+from bench import end_to_end, processes, profiles, sink_ingest, suite
+from bench.results import RESULTS_DIR, Result, format_line, results_document, write_json
+from bench.transcripts import load_transcripts
+from bench.workload import record
+
+BENCHMARKS: Final = ("sink", "streams", "e2e", "chat-api")
+"""Names for ``--only``; growth (benchmark 5) comes with ``sink`` and ``e2e``."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the selected benchmarks; returns the exit code (0 even when a target is missed)."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    # Produce retries right after topic creation (NotLeaderForPartition) are expected noise.
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    if args.command == "record":
+        found = record()
+        print(f"recorded {len(found)} transcripts")
+        return 0
+    selected = args.only or list(BENCHMARKS)
+    started_at, started = datetime.now(UTC), time.perf_counter()
+    results = run(selected, suite.SCALES[args.scale], emit=_emit)
+    if args.profile:
+        for path in profiles.profile_slowest(suite.SCALES[args.scale]):
+            print(f"profile written: {path}")
+    wall = time.perf_counter() - started
+    document = results_document(results, scale=args.scale, wall_time_s=wall, started_at=started_at)
+    path = write_json(document)
+    print(f"bench wall time: {wall:.0f} s; results: {path.relative_to(processes.ROOT)}")
+    return 0
+
+
+def run(
+    selected: Sequence[str], scale: suite.Scale, *, emit: Callable[[Result], None]
+) -> list[Result]:
+    """Runs the benchmarks named in ``selected`` at ``scale``, calling ``emit`` per result."""
+    transcripts = load_transcripts()
+    results: list[Result] = []
+
+    def add(found: Sequence[Result]) -> None:
+        for result in found:
+            emit(result)
+            results.append(result)
+
+    sink_figures: list[sink_ingest.IngestFigures] = []
+    e2e_figures: list[end_to_end.EndToEndFigures] = []
+    if "sink" in selected:
+        found, sink_figures = suite.sink_results(transcripts, scale)
+        add(found)
+    needs_endpoint = {"streams", "e2e", "chat-api"} & set(selected)
+    synthetic = _start_synthetic() if needs_endpoint else None
+    try:
+        url = synthetic[1] if synthetic else ""
+        if "streams" in selected:
+            add(suite.stream_results(url, scale))
+        if "e2e" in selected:
+            found, e2e_figures = suite.e2e_results(transcripts, scale, url)
+            add(found)
+        if "chat-api" in selected:
+            add(suite.chat_results(scale.chat_rounds, url))
+    finally:
+        if synthetic:
+            synthetic[0].stop()
+    add(suite.growth_results(sink_figures, e2e_figures))
+    return results
+
+
+def _start_synthetic() -> tuple[processes.Child, str]:
+    port = processes.free_port()
+    child = processes.start(
+        "synthetic-chat", "bench.synthetic_chat", "--port", str(port),
+        "--api-key", processes.BENCH_API_KEY,
+    )  # fmt: skip
+    try:
+        processes.wait_healthy(child, port)
+    except BaseException:
+        child.stop()
+        raise
+    return child, processes.chat_url(port)
+
+
+def _emit(result: Result) -> None:
+    print(format_line(result), flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("command", nargs="?", choices=("run", "record"), default="run")
+    parser.add_argument(
+        "--only", action="append", choices=BENCHMARKS, help="Run only this benchmark (repeatable)."
+    )
+    parser.add_argument("--scale", choices=tuple(suite.SCALES), default="full")
+    parser.add_argument(
+        "--profile", action="store_true", help=f"Profile the slowest stages into {RESULTS_DIR}."
+    )
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

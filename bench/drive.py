@@ -1,0 +1,223 @@
+"""One stream-driving measurement, in a fresh process: ``python -m bench.drive ...``.
+
+Modes (issue 6, benchmark 2):
+
+* ``httpx``: the baseline, :func:`bench.reader.read_all` (read and discard);
+* ``worker``: what a worker does per job without faust's consumption of ``chat.requests``:
+  :class:`pipeline.jobs.JobRunner` with :class:`pipeline.kafka.JobOutput` on a real idempotent
+  aiokafka producer (``started``, every line to ``chat.lines``, ``first_line``, the terminal
+  event, all acknowledged by Kafka before a job counts as done).
+
+Both read the same jobs (the fixture's questions in turn) from the synthetic endpoint at the
+same concurrency, after the same warm-up. A fresh process per measurement keeps the resident
+set size honest: ``rss_peak - rss_before`` over the timed part, divided by the concurrency, is
+the memory per in-flight stream. The figures go to stdout as one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import suppress
+from pathlib import Path
+from typing import Any, Final
+
+from bench.reader import read_all
+from bench.results import summary
+from bench.transcripts import load_transcripts, sent_at_of
+from bench.workload import bench_jobs, request_bodies
+from models import wire
+from models.records import ChatJob, LineEnvelope
+from pipeline.client import ChatClient
+from pipeline.jobs import JobRunner
+from pipeline.kafka import JobOutput, create_producer, ensure_topics
+from pipeline.settings import Settings
+
+RSS_SAMPLE_S: Final = 0.02
+PAGE_KIB: Final = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def rss_kib() -> int:
+    """Returns: this process's resident set size in KiB (``/proc/self/statm``)."""
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        return int(statm.read().split()[1]) * PAGE_KIB
+
+
+class RssPeak:
+    """Samples the resident set size every :data:`RSS_SAMPLE_S` while running."""
+
+    def __init__(self) -> None:
+        self.before = rss_kib()
+        self.peak = self.before
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> RssPeak:
+        self._task = asyncio.create_task(self._sample())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with suppress(asyncio.CancelledError):
+            await self._task
+        self.peak = max(self.peak, rss_kib())
+
+    async def _sample(self) -> None:
+        while True:
+            self.peak = max(self.peak, rss_kib())
+            await asyncio.sleep(RSS_SAMPLE_S)
+
+
+class TimedOutput(JobOutput):
+    """A :class:`JobOutput` that notes, per line, the delay from the server's send stamp to
+    the moment the line is handed to the producer."""
+
+    latencies_s: list[float]
+
+    async def send_line(self, envelope: LineEnvelope) -> None:
+        sent_at = sent_at_of(envelope.raw)
+        if sent_at is not None:
+            self.latencies_s.append(time.time() - sent_at)
+        await super().send_line(envelope)
+
+
+async def drive_worker(
+    settings: Settings,
+    jobs: Sequence[ChatJob],
+    *,
+    concurrency: int,
+    streams_per_client: int,
+    latencies: list[float],
+) -> dict[str, int]:
+    """Runs ``jobs`` through JobRunners, ``concurrency`` at once.
+
+    Args:
+        streams_per_client: Concurrent jobs sharing one :class:`ChatClient` (and runner);
+            0: one client for all, as ``pipeline.worker`` does.
+
+    Returns:
+        ``{"lines": lines produced, "completed": jobs completed}``.
+    """
+    producer = create_producer(settings, client_id="bench-drive")
+    await producer.start()
+    loops = min(concurrency, len(jobs))
+    per_client = streams_per_client or max(loops, 1)
+    client_settings = settings.model_copy(update={"worker_concurrency": per_client})
+    clients = [ChatClient(client_settings) for _ in range(0, loops, per_client)]
+    runners = [JobRunner(c, job_deadline_s=120.0, worker_id="bench-drive") for c in clients]
+    queue = list(reversed(jobs))
+    done = {"lines": 0, "completed": 0}
+
+    async def loop(runner: JobRunner) -> None:
+        while queue:
+            job = queue.pop()
+            output = TimedOutput(producer, settings, job.job_id)
+            output.latencies_s = latencies
+            event = await runner.run(job, output)
+            done["lines"] += event.line_count or 0
+            done["completed"] += event.kind == "completed"
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for number in range(loops):
+                group.create_task(loop(runners[number // per_client]))
+    finally:
+        for chat_client in clients:
+            await chat_client.aclose()
+        await producer.stop()
+    return done
+
+
+async def _run_mode(
+    args: argparse.Namespace, settings: Settings, jobs: Sequence[ChatJob], latencies: list[float]
+) -> dict[str, int]:
+    if args.mode == "worker":
+        return await drive_worker(
+            settings,
+            jobs,
+            concurrency=args.concurrency,
+            streams_per_client=args.streams_per_client,
+            latencies=latencies,
+        )
+    run = await read_all(
+        args.url,
+        request_bodies(jobs),
+        api_key=args.api_key,
+        concurrency=args.concurrency,
+        streams_per_client=args.streams_per_client,
+    )
+    latencies.extend(run.latencies_s)
+    return {"lines": run.lines, "completed": len(run.streams)}
+
+
+async def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Warms up, then times the mode's run of ``args.jobs`` jobs; returns the figures."""
+    transcripts = load_transcripts()
+    settings = Settings(worker_concurrency=args.concurrency, api_key=args.api_key)
+    warm = bench_jobs(transcripts, min(args.concurrency, 10), chat_url=args.url)
+    jobs = bench_jobs(transcripts, args.jobs, chat_url=args.url)
+    if args.mode == "worker":
+        await ensure_topics(settings, (wire.TOPIC_LINES, wire.TOPIC_JOB_EVENTS))
+    await _run_mode(args, settings, warm, [])
+    gc.collect()
+    latencies: list[float] = []
+    profiler = _profiler(args.profile)
+    async with RssPeak() as rss:
+        started = time.perf_counter()
+        done = await _run_mode(args, settings, jobs, latencies)
+        elapsed = time.perf_counter() - started
+    if profiler is not None:
+        _write_profile(profiler, Path(args.profile))
+    return {
+        "mode": args.mode,
+        "concurrency": args.concurrency,
+        "streams_per_client": args.streams_per_client,
+        "streams": args.jobs,
+        "completed": done["completed"],
+        "lines": done["lines"],
+        "elapsed_s": elapsed,
+        "latency_ms": summary([s * 1000 for s in latencies]),
+        "rss_before_kib": rss.before,
+        "rss_peak_kib": rss.peak,
+    }
+
+
+def _profiler(path: str | None) -> Any:
+    if not path:
+        return None
+    from pyinstrument import Profiler
+
+    profiler = Profiler(interval=0.002, async_mode="disabled")
+    profiler.start()
+    return profiler
+
+
+def _write_profile(profiler: Any, path: Path) -> None:
+    profiler.stop()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(profiler.output_text(unicode=True, show_all=False), encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Command line (see ``--help``); Kafka settings come from ``CHATSCRIBE_*`` variables."""
+    parser = argparse.ArgumentParser(description="One stream-driving measurement.")
+    parser.add_argument("--mode", choices=("httpx", "worker"), required=True)
+    parser.add_argument("--url", required=True, help="The synthetic chat endpoint.")
+    parser.add_argument("--jobs", type=int, required=True)
+    parser.add_argument("--concurrency", type=int, required=True)
+    parser.add_argument("--streams-per-client", type=int, default=0, help="0: one client.")
+    parser.add_argument("--api-key", default="bench-key")
+    parser.add_argument("--profile", default=None, help="Write a pyinstrument profile here.")
+    args = parser.parse_args(argv)
+    figures = asyncio.run(measure(args))
+    sys.stdout.write(json.dumps(figures) + "\n")
+
+
+if __name__ == "__main__":
+    main()

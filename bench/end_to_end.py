@@ -1,0 +1,168 @@
+"""Benchmark 3, end to end: jobs through Kafka, a worker process and a sink process.
+
+A bench space (schema with the commit clock, topics) and two real processes,
+``chatscribe worker`` and ``chatscribe sink``, against the synthetic endpoint. After a warm-up
+job (faust joins its group, the sink its own), each size's jobs are submitted with
+:func:`pipeline.submit.submit_jobs` (``accepted`` event and job record each) and the run waits
+until every job's ``answers`` row is committed.
+
+* jobs/s: jobs over the time from submission to the last commit;
+* archive delay per job: commit time (``bench_commits``, a deferred trigger:
+  :mod:`bench.archive_schema`) minus the ``received_at`` of the job's last line in the worker;
+* bytes on disk per archived line: growth of ``pg_total_relation_size`` of the archive tables
+  over the run, divided by the lines archived.
+
+Baseline, in the same run: the same streams read directly at the worker's concurrency with
+plain httpx (:func:`bench.reader.read_all`), no Kafka, no archive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import psycopg
+
+from bench import processes
+from bench.archive_schema import BenchSpace, conninfo
+from bench.reader import read_all
+from bench.transcripts import Transcript, stamp_line
+from bench.workload import bench_jobs, request_bodies
+from models.records import ChatJob
+from pipeline.submit import submit_jobs
+
+WORKER_CONCURRENCY: Final = 50
+POLL_S: Final = 0.25
+RUN_TIMEOUT_S: Final = 600.0
+_DELAYS: Final = """
+SELECT EXTRACT(EPOCH FROM c.committed_at - l.last_at)::float8,
+       EXTRACT(EPOCH FROM c.committed_at)::float8
+FROM {schema}.bench_commits AS c
+JOIN (SELECT job_id, attempt, max(received_at) AS last_at, count(*) AS lines
+      FROM {schema}.stream_lines WHERE job_id = ANY(%s) GROUP BY job_id, attempt) AS l
+  USING (job_id, attempt)
+"""
+
+
+@dataclass(frozen=True)
+class EndToEndFigures:
+    """One size's figures.
+
+    Attributes:
+        jobs, lines: Jobs archived and their lines.
+        elapsed_s: Submission start to the last commit.
+        baseline_s: The baseline's wall time for the same streams.
+        delays_s: Per job, commit time minus its last line's arrival at the worker.
+        archive_bytes: Growth of the archive tables' size over the run, in bytes.
+        raw_bytes: The streams' NDJSON bytes as served (send stamps included).
+    """
+
+    jobs: int
+    lines: int
+    elapsed_s: float
+    baseline_s: float
+    delays_s: list[float]
+    archive_bytes: int
+    raw_bytes: int
+
+
+class Stack:
+    """The worker and sink processes on a bench space, against ``chat_url``."""
+
+    def __init__(self, chat_url: str, *, concurrency: int = WORKER_CONCURRENCY) -> None:
+        self.chat_url = chat_url
+        self.space = BenchSpace.new(
+            "e2e",
+            worker_concurrency=concurrency,
+            api_key=processes.BENCH_API_KEY,
+            chat_url=chat_url,
+        )
+        self.children: list[processes.Child] = []
+
+    def __enter__(self) -> Stack:
+        self.space.create(commit_clock=True)
+        try:
+            env = processes.pipeline_env(self.space.settings)
+            for name in ("worker", "sink"):
+                child = processes.start(f"e2e-{name}", "pipeline.cli", name, env=env)
+                self.children.append(child)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for child in self.children:
+            child.stop()
+        self.space.drop()
+
+    def run(self, jobs: Sequence[ChatJob]) -> tuple[float, list[float], list[float]]:
+        """Submits ``jobs`` and waits for all of them to be archived.
+
+        Returns:
+            (submission start as epoch seconds, per-job delays, per-job commit epochs).
+
+        Raises:
+            ChildError: The worker or the sink died.
+            TimeoutError: Not all archived within :data:`RUN_TIMEOUT_S`.
+        """
+        ids = [job.job_id for job in jobs]
+        started = time.time()
+        asyncio.run(submit_jobs(self.space.settings, jobs))
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        query = _DELAYS.format(schema=f'"{self.space.schema}"')
+        with psycopg.connect(conninfo(self.space.settings), autocommit=True) as conn:
+            while True:
+                rows = conn.execute(query, (ids,)).fetchall()
+                if len(rows) >= len(ids):
+                    return started, [r[0] for r in rows], [r[1] for r in rows]
+                for child in self.children:
+                    child.check()
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{len(rows)} of {len(ids)} jobs archived in time")
+                time.sleep(POLL_S)
+
+    def archive_bytes(self) -> int:
+        """Returns: the archive tables' total size in bytes."""
+        return sum(self.space.relation_bytes().values())
+
+
+def measure(
+    transcripts: Sequence[Transcript], sizes: Sequence[int], *, chat_url: str
+) -> list[EndToEndFigures]:
+    """Runs each size through one stack (after a warm-up job), then its baseline."""
+    figures = []
+    with Stack(chat_url) as stack:
+        stack.run(bench_jobs(transcripts, 2, chat_url=chat_url))
+        for size in sizes:
+            jobs = bench_jobs(transcripts, size, chat_url=chat_url)
+            before = stack.archive_bytes()
+            started, delays, commits = stack.run(jobs)
+            grown = stack.archive_bytes() - before
+            served = [transcripts[i % len(transcripts)].lines for i in range(size)]
+            lines = sum(len(s) for s in served)
+            raw_bytes = sum(len(stamp_line(x, started)) + 1 for s in served for x in s)
+            baseline = asyncio.run(
+                read_all(
+                    chat_url,
+                    request_bodies(jobs),
+                    api_key=processes.BENCH_API_KEY,
+                    concurrency=WORKER_CONCURRENCY,
+                    streams_per_client=10,
+                )
+            )
+            figures.append(
+                EndToEndFigures(
+                    jobs=size,
+                    lines=lines,
+                    elapsed_s=max(commits) - started,
+                    baseline_s=baseline.elapsed_s,
+                    delays_s=delays,
+                    archive_bytes=grown,
+                    raw_bytes=raw_bytes,
+                )
+            )
+    return figures

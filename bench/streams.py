@@ -1,0 +1,103 @@
+"""Benchmark 2, stream driving: one worker's JobRunner against plain httpx, C streams at once.
+
+Each measurement runs in a fresh process (:mod:`bench.drive`) against the synthetic endpoint:
+
+* ``worker``: JobRunner + JobOutput + an idempotent aiokafka producer, one ChatClient for all
+  streams, as :mod:`pipeline.worker` runs jobs (faust's consumption of ``chat.requests`` is not
+  included; the end-to-end benchmark has it);
+* ``httpx``: the baseline, plain httpx reading and discarding, one ``AsyncClient`` per 10
+  streams (the fastest plain-httpx layout here; see ``bench/README.md``);
+* ``httpx-one-client``: the same with one ``AsyncClient`` for all streams, as a naive script
+  would, and as the worker's ChatClient does;
+* ``worker-sharded`` (C >= 100 only): the worker with one ChatClient per 10 streams, the fix
+  this benchmark points at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Final
+
+from bench import processes
+from bench.archive_schema import BenchSpace
+
+SHARD: Final = 10
+
+
+@dataclass(frozen=True)
+class Drive:
+    """One measurement's figures, as :mod:`bench.drive` prints them."""
+
+    figures: dict[str, Any]
+
+    @property
+    def lines_per_s(self) -> float:
+        """Lines read (worker: produced and acknowledged) per second."""
+        return float(self.figures["lines"]) / float(self.figures["elapsed_s"])
+
+    @property
+    def streams_per_s(self) -> float:
+        """Streams finished per second."""
+        return float(self.figures["completed"]) / float(self.figures["elapsed_s"])
+
+    def latency_ms(self, key: str) -> float:
+        """Returns: a latency percentile (``p50``, ``p99``) in milliseconds."""
+        return float(self.figures["latency_ms"][key])
+
+    def rss_kib_per_stream(self) -> float:
+        """Peak RSS growth over the timed part divided by the concurrency, KiB."""
+        grown = self.figures["rss_peak_kib"] - self.figures["rss_before_kib"]
+        return float(grown) / float(self.figures["concurrency"])
+
+
+def drive(
+    mode: str,
+    *,
+    url: str,
+    space: BenchSpace,
+    concurrency: int,
+    streams: int,
+    streams_per_client: int,
+    profile: str | None = None,
+) -> Drive:
+    """Runs one :mod:`bench.drive` process and returns its figures.
+
+    Raises:
+        RuntimeError: The process failed (its output is in the message).
+    """
+    import subprocess
+    import sys
+
+    args = [
+        sys.executable, "-m", "bench.drive", "--mode", mode, "--url", url,
+        "--jobs", str(streams), "--concurrency", str(concurrency),
+        "--streams-per-client", str(streams_per_client), "--api-key", processes.BENCH_API_KEY,
+    ]  # fmt: skip
+    if profile:
+        args += ["--profile", profile]
+    env = {**os.environ, **processes.pipeline_env(space.settings)}
+    done = subprocess.run(
+        args, cwd=processes.ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"bench.drive {mode} C={concurrency} failed:\n{done.stderr[-4000:]}")
+    return Drive(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def measure_level(
+    url: str, space: BenchSpace, *, concurrency: int, streams: int
+) -> dict[str, Drive]:
+    """Measures every mode at one concurrency (baseline first)."""
+    common: dict[str, Any] = {
+        "url": url, "space": space, "concurrency": concurrency, "streams": streams,
+    }  # fmt: skip
+    found = {
+        "httpx": drive("httpx", streams_per_client=SHARD, **common),
+        "httpx-one-client": drive("httpx", streams_per_client=0, **common),
+        "worker": drive("worker", streams_per_client=0, **common),
+    }
+    if concurrency >= 100:
+        found["worker-sharded"] = drive("worker", streams_per_client=SHARD, **common)
+    return found

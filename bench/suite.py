@@ -1,0 +1,282 @@
+"""The benchmarks of issue 6 as :class:`bench.results.Result` lists, at a given scale.
+
+Each ``*_results`` function runs one benchmark (its module holds the method) and turns its
+figures into results: ours against the baseline measured in the same run, with the issue's
+target where it sets one. Growth (benchmark 5) compares each of benchmarks 1 and 3 at two sizes
+10x apart, and the archive's bytes on disk per line against the lines' own NDJSON bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from bench import chat_api_bench, end_to_end, sink_ingest, streams
+from bench.archive_schema import BenchSpace
+from bench.results import Result, Target, summary
+from bench.transcripts import Transcript
+
+SINK_TARGET: Final = Target(">=", 0.5)
+STREAM_TARGET: Final = Target(">=", 0.8)
+ARCHIVE_DELAY_TARGET_S: Final = 1.0
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Sizes of one scale (``small`` for development, ``full`` for ``make bench``).
+
+    Attributes:
+        sink_lines: Benchmark 1's two sizes (10x apart), lines.
+        stream_levels: Benchmark 2's (concurrency, streams) pairs.
+        e2e_jobs: Benchmark 3's two sizes (10x apart), jobs.
+        chat_rounds: Times benchmark 4 asks the questions file.
+    """
+
+    sink_lines: tuple[int, int]
+    stream_levels: tuple[tuple[int, int], ...]
+    e2e_jobs: tuple[int, int]
+    chat_rounds: int
+
+
+SCALES: Final = {
+    "small": Scale((500, 5_000), ((1, 20), (10, 50), (100, 200)), (20, 200), 1),
+    "full": Scale(
+        (5_000, 50_000), ((1, 100), (10, 300), (100, 1_000), (500, 1_000)), (100, 1_000), 5
+    ),
+}
+
+
+def _k(size: int) -> str:
+    return f"{size // 1000}k" if size >= 1000 and size % 1000 == 0 else str(size)
+
+
+def sink_results(
+    transcripts: Sequence[Transcript], scale: Scale
+) -> tuple[list[Result], list[sink_ingest.IngestFigures]]:
+    """Benchmark 1 at both sizes (lines only), and once with derived rows at the small size."""
+    results: list[Result] = []
+    figures = []
+    label = "psycopg binary COPY of the same rows into stream_lines, 5,000 rows/transaction"
+    for size in scale.sink_lines:
+        f = sink_ingest.measure(transcripts, size, derived=False)
+        figures.append(f)
+        details: dict[str, Any] = {"lines": f.lines, "raw_bytes": f.raw_bytes, "sink_s": f.sink_s}
+        details |= {"copy_s": f.copy_s, "sink_bytes": f.sink_bytes, "copy_bytes": f.copy_bytes}
+        results.append(
+            Result(
+                f"sink-ingest-{_k(size)}",
+                f.lines / f.sink_s,
+                f.lines / f.copy_s,
+                "lines/s",
+                label,
+                target=SINK_TARGET,
+                details=details,
+            )
+        )
+    size = scale.sink_lines[0]
+    f = sink_ingest.measure(transcripts, size, derived=True)
+    results.append(
+        Result(
+            f"sink-ingest-derived-{_k(size)}",
+            f.lines / f.sink_s,
+            f.lines / f.copy_s,
+            "lines/s",
+            label + " (ours also normalises every job into the derived tables)",
+            details={"sink_s": f.sink_s, "copy_s": f.copy_s, "sink_bytes": f.sink_bytes},
+        )
+    )
+    return results, figures
+
+
+def stream_results(url: str, scale: Scale) -> list[Result]:
+    """Benchmark 2 at every concurrency of the scale."""
+    space = BenchSpace.new("streams")
+    space.create()
+    try:
+        return [r for c, n in scale.stream_levels for r in _level(url, space, c, n)]
+    finally:
+        space.drop()
+
+
+def _level(url: str, space: BenchSpace, concurrency: int, count: int) -> list[Result]:
+    found = streams.measure_level(url, space, concurrency=concurrency, streams=count)
+    ours, base, one = found["worker"], found["httpx"], found["httpx-one-client"]
+    name = f"stream-c{concurrency}"
+    label = f"plain asyncio+httpx reading the same {count} streams, one AsyncClient per 10"
+    target = STREAM_TARGET if concurrency == 100 else None
+    details = {mode: drive.figures for mode, drive in found.items()}
+    results = [
+        Result(
+            name,
+            ours.lines_per_s,
+            base.lines_per_s,
+            "lines/s",
+            label,
+            target=target,
+            details=details,
+        ),
+        Result(f"{name}-streams", ours.streams_per_s, base.streams_per_s, "streams/s", label),
+        Result(
+            f"{name}-one-client",
+            ours.lines_per_s,
+            one.lines_per_s,
+            "lines/s",
+            "plain httpx with one AsyncClient for all streams (as the worker's ChatClient)",
+        ),
+    ]
+    for pct in ("p50", "p99"):
+        added = ours.latency_ms(pct) - base.latency_ms(pct)
+        results.append(
+            Result(
+                f"{name}-latency-{pct}",
+                ours.latency_ms(pct),
+                base.latency_ms(pct),
+                "ms",
+                "server send stamp to arrival in the httpx baseline",
+                details={"worker_added_ms": added},
+            )
+        )
+    results.append(
+        Result(
+            f"{name}-memory",
+            ours.rss_kib_per_stream(),
+            base.rss_kib_per_stream(),
+            "KiB/stream",
+            "peak RSS growth / C of the httpx baseline",
+        )
+    )
+    sharded = found.get("worker-sharded")
+    if sharded is not None:
+        results.append(
+            Result(
+                f"{name}-worker-sharded",
+                sharded.lines_per_s,
+                base.lines_per_s,
+                "lines/s",
+                label + " (ours: one ChatClient per 10 streams)",
+            )
+        )
+    return results
+
+
+def e2e_results(
+    transcripts: Sequence[Transcript], scale: Scale, url: str
+) -> tuple[list[Result], list[end_to_end.EndToEndFigures]]:
+    """Benchmark 3 at both sizes."""
+    figures = end_to_end.measure(transcripts, scale.e2e_jobs, chat_url=url)
+    results = []
+    for f in figures:
+        name = f"e2e-{_k(f.jobs)}"
+        delays = summary(f.delays_s)
+        label = "the same streams read directly (plain httpx, 50 at once), no Kafka, no archive"
+        details: dict[str, Any] = {"jobs": f.jobs, "lines": f.lines, "elapsed_s": f.elapsed_s}
+        details |= {"baseline_s": f.baseline_s, "archive_delay_s": delays}
+        results += [
+            Result(
+                name, f.jobs / f.elapsed_s, f.jobs / f.baseline_s, "jobs/s", label, details=details
+            ),
+            Result(
+                f"{name}-archive-delay-p50",
+                delays["p50"],
+                ARCHIVE_DELAY_TARGET_S,
+                "s",
+                "the target (1 s)",
+            ),
+            Result(
+                f"{name}-archive-delay-p99",
+                delays["p99"],
+                ARCHIVE_DELAY_TARGET_S,
+                "s",
+                "the target (1 s)",
+                target=Target("<=", 1.0),
+            ),
+        ]
+    return results, figures
+
+
+def chat_results(rounds: int, synthetic_url: str) -> list[Result]:
+    """Benchmark 4."""
+    f = chat_api_bench.measure(rounds, synthetic_url=synthetic_url)
+    label = "the synthetic endpoint replaying our agent's recorded answers, same concurrency"
+    ours_first = summary([(s.first_line_s or 0) * 1000 for s in f.ours.streams])
+    base_first = summary([(s.first_line_s or 0) * 1000 for s in f.replay.streams])
+    tool_ms = 1000 * sum(f.sql_tool_s) / len(f.sql_tool_s)
+    duck_ms = 1000 * sum(f.duckdb_s) / len(f.duckdb_s)
+    questions = len(f.ours.streams)
+    return [
+        Result(
+            "chat-api-questions",
+            questions / f.ours.elapsed_s,
+            len(f.replay.streams) / f.replay.elapsed_s,
+            "questions/s",
+            label,
+            details={"questions": questions, "concurrency": chat_api_bench.CONCURRENCY},
+        ),
+        Result("chat-api-first-line-p50", ours_first["p50"], base_first["p50"], "ms", label),
+        Result("chat-api-first-line-p99", ours_first["p99"], base_first["p99"], "ms", label),
+        Result(
+            "svc-sql-api-query",
+            tool_ms,
+            duck_ms,
+            "ms/query",
+            "the same compiled SQL run directly on DuckDB (execute + fetchall)",
+            details={
+                "queries": len(f.duckdb_s),
+                "tool_s": summary(f.sql_tool_s),
+                "duckdb_s": summary(f.duckdb_s),
+            },
+        ),
+    ]
+
+
+def growth_results(
+    sink: Sequence[sink_ingest.IngestFigures], e2e: Sequence[end_to_end.EndToEndFigures]
+) -> list[Result]:
+    """Benchmark 5: per-line cost at the large size against the small one, and bytes on disk
+    per archived line against the lines' NDJSON bytes."""
+    results = []
+    if len(sink) == 2:
+        small, large = sink
+        results += [
+            Result(
+                f"growth-sink-{_k(large.lines)}",
+                1e6 * large.sink_s / large.lines,
+                1e6 * small.sink_s / small.lines,
+                "us/line",
+                f"the same benchmark at {small.lines} lines",
+            ),
+            Result(
+                f"archive-bytes-sink-{_k(large.lines)}",
+                sum(large.sink_bytes.values()) / large.lines,
+                large.raw_bytes / large.lines,
+                "B/line",
+                "the lines' NDJSON bytes",
+                details={
+                    "copy_stream_lines_bytes_per_line": large.copy_bytes["stream_lines"]
+                    / large.lines
+                },
+            ),
+        ]
+    if len(e2e) == 2:
+        small_e, large_e = e2e
+        results.append(
+            Result(
+                f"growth-e2e-{_k(large_e.jobs)}",
+                1e6 * large_e.elapsed_s / large_e.lines,
+                1e6 * small_e.elapsed_s / small_e.lines,
+                "us/line",
+                f"the same benchmark at {small_e.jobs} jobs",
+            )
+        )
+        for f in e2e:
+            results.append(
+                Result(
+                    f"archive-bytes-e2e-{_k(f.jobs)}",
+                    f.archive_bytes / f.lines,
+                    f.raw_bytes / f.lines,
+                    "B/line",
+                    "the lines' NDJSON bytes (as served, send stamp included)",
+                )
+            )
+    return results
