@@ -1,6 +1,7 @@
 # chatscribe: one set of commands for people and CI (.ci/run runs `make test`).
 #
-#   make test             venv + real Kafka and PostgreSQL (ops/services.sh up), then pytest
+#   make test             venv + real Kafka and PostgreSQL (ops/services.sh up) + headless
+#                         Chromium for the embed page test (ops/chromium.sh), then pytest
 #   make check            ruff format --check, ruff check, mypy, then `make test`
 #   make demo             venv + services, then `chatscribe demo examples/questions.yaml`
 #   make services-up | services-down | services-status
@@ -19,7 +20,7 @@ STAMP = $(VENV)/.installed
 SERVICES = ops/services.sh
 PYTEST_ARGS ?=
 
-.PHONY: help venv services-up services-down services-status demo test lint check fmt bench clean
+.PHONY: help venv chromium services-up services-down services-status demo test lint check fmt bench clean
 
 help:
 	@sed -n '3,8p' Makefile | sed 's/^# \{0,1\}//'
@@ -35,6 +36,9 @@ $(STAMP): pyproject.toml ops/bootstrap-python.sh
 services-up:
 	$(SERVICES) up
 
+chromium:
+	ops/chromium.sh install
+
 services-down:
 	$(SERVICES) down
 
@@ -44,7 +48,7 @@ services-status:
 demo: venv services-up
 	$(VENV)/bin/chatscribe demo examples/questions.yaml
 
-test: venv services-up
+test: venv services-up chromium
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: venv
