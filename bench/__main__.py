@@ -16,7 +16,7 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Final
 
@@ -59,7 +59,7 @@ def run(
     transcripts = load_transcripts()
     results: list[Result] = []
 
-    def add(found: Sequence[Result]) -> None:
+    def add(found: Iterable[Result]) -> None:
         for result in found:
             emit(result)
             results.append(result)

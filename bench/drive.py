@@ -153,7 +153,7 @@ async def _run_mode(
         streams_per_client=args.streams_per_client,
     )
     latencies.extend(run.latencies_s)
-    return {"lines": run.lines, "completed": len(run.streams)}
+    return {"lines": run.lines, "completed": len(run.streams), "failed": run.failed}
 
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -180,6 +180,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "streams_per_client": args.streams_per_client,
         "streams": args.jobs,
         "completed": done["completed"],
+        "failed": done.get("failed", len(jobs) - done["completed"]),
         "lines": done["lines"],
         "elapsed_s": elapsed,
         "latency_ms": summary([s * 1000 for s in latencies]),

@@ -51,6 +51,7 @@ class ReadRun:
     streams: list[StreamStats]
     latencies_s: list[float]
     elapsed_s: float
+    failed: int = 0
 
     @property
     def lines(self) -> int:
@@ -119,8 +120,7 @@ async def read_all(
     Returns:
         The streams' figures (request order) and the per-line latencies.
 
-    Raises:
-        httpx.HTTPError: A stream failed (the run stops).
+    A stream that fails (connection reset under load) is counted in ``failed`` and left out.
     """
     latencies: list[float] = []
     results: list[StreamStats | None] = [None] * len(bodies)
@@ -129,12 +129,17 @@ async def read_all(
     per_client = streams_per_client or max(readers, 1)
     clients = [client(api_key, concurrency=per_client) for _ in range(0, readers, per_client)]
 
+    failed: list[BaseException] = []
+
     async def reader(http: httpx.AsyncClient) -> None:
         while pending:
             index = pending.pop()
-            results[index] = await read_stream(
-                http, url, bodies[index], latencies_s=latencies, keep_lines=keep_lines
-            )
+            try:
+                results[index] = await read_stream(
+                    http, url, bodies[index], latencies_s=latencies, keep_lines=keep_lines
+                )
+            except httpx.HTTPError as exc:  # counted, like a worker's failed job
+                failed.append(exc)
 
     try:
         started = time.perf_counter()
@@ -145,4 +150,4 @@ async def read_all(
     finally:
         for http in clients:
             await http.aclose()
-    return ReadRun([r for r in results if r is not None], latencies, elapsed)
+    return ReadRun([r for r in results if r is not None], latencies, elapsed, len(failed))

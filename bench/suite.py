@@ -8,7 +8,7 @@ target where it sets one. Growth (benchmark 5) compares each of benchmarks 1 and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -89,12 +89,13 @@ def sink_results(
     return results, figures
 
 
-def stream_results(url: str, scale: Scale) -> list[Result]:
-    """Benchmark 2 at every concurrency of the scale."""
+def stream_results(url: str, scale: Scale) -> Iterator[Result]:
+    """Benchmark 2 at every concurrency of the scale, yielding each level's results at once."""
     space = BenchSpace.new("streams")
     space.create()
     try:
-        return [r for c, n in scale.stream_levels for r in _level(url, space, c, n)]
+        for concurrency, count in scale.stream_levels:
+            yield from _level(url, space, concurrency, count)
     finally:
         space.drop()
 

@@ -116,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         log_level="warning",
         access_log=False,
         lifespan="off",
+        backlog=4096,
+        timeout_keep_alive=60,
     )
 
 

@@ -167,11 +167,15 @@ def _grown(result: Any, target_bytes: int) -> str:
             return json.dumps(result, separators=(",", ":"))
         return text
     original = list(items)
-    item_bytes = max(sum(len(json.dumps(i)) + 1 for i in original) / len(original), 1.0)
+    item_bytes = max(sum(len(_compact(i)) + 1 for i in original) / len(original), 1.0)
     missing = max(target_bytes - len(text), 0)
     for index in range(int(missing / item_bytes)):
         items.append(original[index % len(original)])
     return json.dumps(result, separators=(",", ":"))
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _first_list(value: Any) -> list[Any] | None:
