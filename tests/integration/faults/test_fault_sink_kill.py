@@ -1,0 +1,170 @@
+"""Fault: a sink is SIGKILLed mid-batch, again and again, while a run streams.
+
+Two sink processes share the consumer group; one of them is killed (no shutdown, no offset
+commit) whenever lines are flowing into the archive, and a fresh one started. The run must end
+with every job holding exactly one final outcome and every (job, attempt, line) the workers sent
+stored exactly once, byte for byte (lines sent are read back from ``chat.lines``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from sink_fault_stack import (
+    Stack,
+    assert_nothing_lost_or_doubled,
+    audit,
+    chat_url,
+    free_port,
+    questions_file,
+    sent_lines,
+    start_stack,
+)
+
+from models import wire
+from pipeline.archive import create_engine, upgrade
+from pipeline.archive_jobs import lock_key
+from pipeline.kafka import ensure_topics
+from pipeline.runner import submit_questions_file, wait_for_run
+from pipeline.settings import Settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+JOBS = 48
+KILLS = 3
+LINE_DELAY_MS = 20
+FLOW_WAIT_S = 120.0
+
+
+@pytest.fixture
+def settings(
+    kafka_bootstrap: str, database_url: str, pg_schema: str, unique_name: Callable[[str], str]
+) -> Settings:
+    name = unique_name("sinkkill")
+    settings = Settings(
+        kafka_bootstrap=kafka_bootstrap,
+        database_url=database_url,
+        database_schema=pg_schema,
+        topic_prefix=f"{name}.",
+        worker_group=f"{name}-worker",
+        sink_group=f"{name}-sink",
+        sink_batch_max_records=25,
+        worker_concurrency=6,
+        chat_url=chat_url(free_port()),
+    )
+    upgrade(settings)
+    asyncio.run(ensure_topics(settings, wire.ALL_TOPICS))
+    return settings
+
+
+def _stored(engine: sa.Engine, schema: str) -> int:
+    with engine.connect() as conn:
+        return int(
+            conn.execute(sa.text(f'SELECT count(*) FROM "{schema}".stream_lines')).scalar_one()
+        )
+
+
+async def _wait_for_flow(
+    engine: sa.Engine, schema: str, since: int, check: Callable[[], None]
+) -> int:
+    """Waits until more lines are stored than ``since``; returns the new count."""
+    deadline = time.monotonic() + FLOW_WAIT_S
+    while (now := await asyncio.to_thread(_stored, engine, schema)) <= since:
+        check()
+        assert time.monotonic() < deadline, "no lines reached the archive"
+        await asyncio.sleep(0.1)
+    return now
+
+
+def _blocked_sinks(engine: sa.Engine) -> list[str]:
+    """Returns: application names of sink backends waiting for an advisory lock (mid-batch)."""
+    query = (
+        "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE 'sink-%'"
+        " AND wait_event_type = 'Lock' AND wait_event = 'advisory'"
+    )
+    with engine.connect() as conn:
+        return sorted(conn.execute(sa.text(query)).scalars())
+
+
+def _unfinished_job(engine: sa.Engine, schema: str) -> str | None:
+    query = (
+        f"SELECT job_id FROM \"{schema}\".jobs WHERE status IN ('submitted', 'running')"
+        " ORDER BY status DESC, submitted_at DESC LIMIT 1"
+    )
+    with engine.connect() as conn:
+        found: str | None = conn.execute(sa.text(query)).scalar_one_or_none()
+        return found
+
+
+async def _kill_inside_a_transaction(
+    stack: Stack, engine: sa.Engine, pg_conninfo: str, schema: str
+) -> bool:
+    """Holds one unfinished job's advisory lock until a sink's batch transaction waits on it,
+    then SIGKILLs that sink: it dies with its batch fetched, written in part and uncommitted.
+
+    Returns: False when no job was left unfinished to hold.
+    """
+    job_id = await asyncio.to_thread(_unfinished_job, engine, schema)
+    if job_id is None:
+        return False
+    with psycopg.connect(pg_conninfo, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (lock_key(job_id),))
+        deadline = time.monotonic() + FLOW_WAIT_S
+        while not (blocked := await asyncio.to_thread(_blocked_sinks, engine)):
+            stack.assert_running()
+            assert time.monotonic() < deadline, f"no sink reached job {job_id}"
+            await asyncio.sleep(0.1)
+        stack.kill_sink(stack.sink_named(blocked[0]))
+    stack.start_sink()
+    return True
+
+
+async def test_sink_killed_mid_batch_loses_and_duplicates_no_line(
+    settings: Settings, pg_conninfo: str, tmp_path: Path
+) -> None:
+    port = int(settings.chat_url.split(":")[2].split("/")[0])
+    stack = start_stack(
+        settings, tmp_path, chat_port=port, workers=1, sinks=2, line_delay_ms=LINE_DELAY_MS
+    )
+    engine = create_engine(settings)
+    schema = settings.database_schema
+    in_transaction = flowing = 0
+    try:
+        run = await submit_questions_file(
+            settings, questions_file(tmp_path / "q.yaml", jobs=JOBS), chat_url=settings.chat_url
+        )
+        stored = 0
+        for _ in range(KILLS):
+            if await _kill_inside_a_transaction(stack, engine, pg_conninfo, schema):
+                in_transaction += 1
+            stored = await _wait_for_flow(engine, schema, stored, stack.assert_running)
+            stack.kill_sink(stack.sinks[0])  # the oldest sink: it holds partitions
+            stack.start_sink()
+            flowing += 1
+        outcome = await wait_for_run(
+            settings, run.run_id, timeout_s=400, check_alive=stack.assert_running
+        )
+    finally:
+        stack.stop()
+        engine.dispose()
+    sent = await sent_lines(settings)
+    result = audit(settings, run.run_id, run.job_count, sent)
+    print(
+        "\n"
+        + result.line(
+            "sink SIGKILL",
+            kills_inside_a_transaction=in_transaction,
+            kills_while_lines_flow=flowing,
+            duplicates_absorbed=int(stack.duplicate_lines),
+            elapsed_s=round(outcome.elapsed_s, 1),
+        )
+    )
+    assert outcome.finished
+    assert run.job_count == JOBS and flowing == KILLS and in_transaction >= 1
+    assert_nothing_lost_or_doubled(result)
