@@ -12,7 +12,7 @@ Commands::
     chatscribe batch FILE --detach                 submit only; print the run id
     chatscribe runs show|wait RUN_ID               a run's progress / wait for its outcome
     chatscribe dlq list|show|replay                inspect and re-submit dead letters
-    chatscribe cancel JOB_ID... [--reason]         ask the workers to abort these jobs
+    chatscribe cancel JOB_ID... | --run RUN_ID [--reason]   ask the workers to abort jobs
     chatscribe demo FILE                           start API, worker and sink; run FILE; stop them
     chatscribe replay|rerun|diff|audit|verify      the archive as a product (pipeline.cli_archive)
     chatscribe retention apply --policy FILE       delete or redact content past its age
@@ -181,16 +181,25 @@ def demo(
 
 @app.command()
 def cancel(
-    job_ids: Annotated[list[str], typer.Argument(help="Jobs to cancel.")],
+    job_ids: Annotated[list[str] | None, typer.Argument(help="Jobs to cancel.")] = None,
+    run: Annotated[
+        str | None, typer.Option("--run", help="Cancel every unfinished job of this run.")
+    ] = None,
     reason: Annotated[str, typer.Option(help="Recorded with the aborted job.")] = "",
     verbose: Verbose = False,
 ) -> None:
-    """Publish a cancellation per job; the worker driving it aborts the stream."""
+    """Publish a cancellation per job (or per unfinished job of --run); workers abort them."""
     _logging(verbose)
+    from pipeline.run_cancel import cancel_run
     from pipeline.submit import cancel_jobs
 
-    asyncio.run(cancel_jobs(Settings(), job_ids, reason=reason))
-    err.print(f"cancellation sent for {len(job_ids)} job(s)")
+    if bool(job_ids) == (run is not None):
+        raise typer.BadParameter("give job ids or --run RUN_ID (one of them)")
+    if run is not None:
+        job_ids = asyncio.run(cancel_run(Settings(), run, reason=reason))
+    else:
+        asyncio.run(cancel_jobs(Settings(), job_ids or [], reason=reason))
+    err.print(f"cancellation sent for {len(job_ids or [])} job(s)")
 
 
 def _print_outcome(outcome: object, *, json_output: bool, questions: Path | None = None) -> None:

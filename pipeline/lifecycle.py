@@ -8,9 +8,9 @@ the result does not depend on duplicates or on late arrivals:
   (``completed``, ``failed``, ``aborted``), ordered first by attempt. A late ``started`` never
   overwrites a terminal status of the same or a later attempt; the first terminal event of an
   attempt wins over a second one.
-* An event of a later attempt starts that attempt afresh: the attempt's times, line count,
-  HTTP status and error are reset before it applies. Events of earlier attempts only fill the
-  job's description (``accepted``/``started`` carry the :class:`~models.records.ChatJob`).
+* An event of a later attempt starts that attempt afresh: the attempt's worker, times, line
+  count, HTTP status and error are reset before it applies. Events of earlier attempts only fill
+  the job's description (``accepted``/``started`` carry the :class:`~models.records.ChatJob`).
 * Times and other fields of the current attempt are filled, never overwritten, so replaying an
   event changes nothing.
 """
@@ -47,6 +47,7 @@ _STATUS_RANK: Final[dict[JobStatus, int]] = {
 _EVENT_RANK: Final = {"accepted": 0, "started": 1, "first_line": 2}
 _TERMINAL_RANK: Final = 3
 _ATTEMPT_FIELDS: Final = (
+    "worker_id",
     "started_at",
     "first_line_at",
     "finished_at",

@@ -1,0 +1,483 @@
+"""Support for the fault-injection tests: a real stack of processes, and the audit they share.
+
+Every part runs as its own process, as in production (``python -m pipeline.cli ...``): our Chat
+API under uvicorn (with ``CHATSCRIBE_SENT_LOG``, so it logs every line it sent), workers and a
+sink, on real Kafka and PostgreSQL, with topics, consumer groups and a schema unique to the test.
+
+:func:`audit` checks what the issue's "Done when" asks, from PostgreSQL and the sent log only:
+
+* every job of the run has exactly one final outcome: its ``jobs`` row is terminal and its last
+  attempt has exactly one terminal event; an earlier attempt has none (its worker was lost) or
+  one for a broken stream;
+* every attempt's stored lines are numbered 1..n without a gap (the primary key (job, attempt,
+  line) makes a second copy impossible) and are, byte for byte (sha256), the first n lines of
+  one stream the Chat API sent; the last attempt's lines are that whole stream;
+* it returns the numbers the note quotes (jobs submitted, completed, re-asked, lines sent,
+  lines stored).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from psycopg import sql
+
+from models import wire
+from models.records import ChatJob
+from pipeline.archive import upgrade
+from pipeline.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[3]
+API_KEY = "faults-key"
+READY_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 30.0
+FAST_SESSION_TIMEOUT_S = 6.0
+"""The broker's smallest group session timeout (group.min.session.timeout.ms)."""
+QUESTIONS = (
+    "How many flights were there in March?",
+    "How many flights departed from each origin airport?",
+    "Average arrival delay by carrier",
+    "Average wind speed at LGA",
+)
+TERMINAL = ("completed", "failed", "aborted")
+
+
+@dataclass
+class Proc:
+    """A process of the stack and its log file."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self, chars: int = 6000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+    def assert_running(self) -> None:
+        code = self.popen.poll()
+        assert code is None, f"{self.name} exited with {code}:\n{self.log()}"
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no flush, no commit."""
+        self.popen.send_signal(signal.SIGKILL)
+        self.popen.wait()
+
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL after ``STOP_TIMEOUT_S``; returns the exit code."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        return self.popen.returncode
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def chat_url(port: int) -> str:
+    path = wire.CHAT_PATH_TEMPLATE.format(cloud_region="local", account_name="demo", agent_id="1")
+    return f"http://127.0.0.1:{port}{path}"
+
+
+def stack_settings(kafka_bootstrap: str, database_url: str, **overrides: Any) -> Settings:
+    """Settings with a unique schema, topic prefix and consumer groups."""
+    name = f"f{uuid.uuid4().hex[:10]}"
+    values: dict[str, Any] = {
+        "kafka_bootstrap": kafka_bootstrap,
+        "database_url": database_url,
+        "database_schema": name,
+        "topic_prefix": f"{name}.",
+        "worker_group": f"{name}-worker",
+        "sink_group": f"{name}-sink",
+        "api_key": API_KEY,
+        "worker_session_timeout_s": FAST_SESSION_TIMEOUT_S,
+        **overrides,
+    }
+    return Settings(**values)
+
+
+def process_env(settings: Settings, **extra: str) -> dict[str, str]:
+    """The environment of a stack process: the settings as ``CHATSCRIBE_*`` variables."""
+    env = {
+        **os.environ,
+        "CHATSCRIBE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "CHATSCRIBE_DATABASE_URL": settings.database_url.get_secret_value(),
+        "CHATSCRIBE_DATABASE_SCHEMA": settings.database_schema,
+        "CHATSCRIBE_TOPIC_PREFIX": settings.topic_prefix,
+        "CHATSCRIBE_WORKER_GROUP": settings.worker_group,
+        "CHATSCRIBE_SINK_GROUP": settings.sink_group,
+        "CHATSCRIBE_API_KEY": API_KEY,
+        "CHATSCRIBE_API_KEYS": API_KEY,
+        "CHATSCRIBE_WORKER_CONCURRENCY": str(settings.worker_concurrency),
+        "CHATSCRIBE_WORKER_SESSION_TIMEOUT_S": str(settings.worker_session_timeout_s),
+        "CHATSCRIBE_JOB_DEADLINE_S": str(settings.job_deadline_s),
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.update(extra)
+    return env
+
+
+def start_cli(name: str, logs: Path, env: dict[str, str], *args: str) -> Proc:
+    """Starts ``python -m pipeline.cli ARGS`` with its output in ``logs/<name>.log``."""
+    log_path = logs / f"{name}.log"
+    with log_path.open("ab") as log:
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", *args],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    return Proc(name, popen, log_path)
+
+
+def start_chat_api(
+    settings: Settings, logs: Path, *, line_delay_ms: int, sent_log: Path
+) -> tuple[Proc, str]:
+    """Starts our Chat API, waits for ``/healthz``; returns it and its chat URL."""
+    port = free_port()
+    env = process_env(
+        settings, CHATSCRIBE_LINE_DELAY_MS=str(line_delay_ms), CHATSCRIBE_SENT_LOG=str(sent_log)
+    )
+    proc = start_cli(
+        "chat-api", logs, env, "api", "serve", "--host", "127.0.0.1", "--port", str(port)
+    )
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while True:
+        proc.assert_running()
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                return proc, chat_url(port)
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, f"Chat API not ready:\n{proc.log()}"
+        time.sleep(0.3)
+
+
+def start_worker(settings: Settings, logs: Path, name: str) -> Proc:
+    """Starts a worker process whose ``worker_id`` is ``name``."""
+    return start_cli(name, logs, process_env(settings, CHATSCRIBE_WORKER_ID=name), "worker")
+
+
+def start_sink(settings: Settings, logs: Path, name: str = "sink") -> Proc:
+    return start_cli(name, logs, process_env(settings), "sink")
+
+
+@contextmanager
+def archive_schema(settings: Settings, pg_conninfo: str) -> Iterator[None]:
+    """Creates the settings' schema with the archive tables; drops it afterwards."""
+    name = sql.Identifier(settings.database_schema)
+    with psycopg.connect(pg_conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(name))
+    try:
+        upgrade(settings)
+        yield
+    finally:
+        with psycopg.connect(pg_conninfo, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(name))
+
+
+def make_jobs(count: int, url: str, *, run_id: str | None = None) -> list[ChatJob]:
+    """``count`` jobs cycling through :data:`QUESTIONS`, asked as ``analyst-1``."""
+    run = run_id or f"run-{uuid.uuid4().hex[:8]}"
+    return [
+        ChatJob.model_validate(
+            {
+                "job_id": str(uuid.uuid4()),
+                "run_id": run,
+                "question": QUESTIONS[n % len(QUESTIONS)],
+                "session_settings": {"externalId": "analyst-1"},
+                "chat_url": url,
+            }
+        )
+        for n in range(count)
+    ]
+
+
+def query(pg_conninfo: str, schema: str, text: str, **params: Any) -> list[dict[str, Any]]:
+    """Runs ``text`` (``{s}`` is the schema) and returns the rows as dicts."""
+    statement = sql.SQL(text).format(s=sql.Identifier(schema))
+    with psycopg.connect(pg_conninfo) as conn, conn.cursor() as cursor:
+        cursor.execute(statement, params)
+        names = [column.name for column in cursor.description or ()]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+_PENDING_SQL = """
+SELECT j.job_id, j.status, j.line_count,
+       (SELECT count(*) FROM {s}.stream_lines l
+         WHERE l.job_id = j.job_id AND l.attempt = j.last_attempt) AS stored
+  FROM {s}.jobs j WHERE j.run_id = %(run)s
+"""
+
+
+def wait_archived(
+    pg_conninfo: str,
+    schema: str,
+    run_id: str,
+    count: int,
+    *,
+    timeout_s: float,
+    check: Callable[[], None] = lambda: None,
+) -> None:
+    """Waits until the run's ``count`` jobs are final with all their last attempt's lines."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        check()
+        rows = query(pg_conninfo, schema, _PENDING_SQL, run=run_id)
+        done = [r for r in rows if r["status"] in TERMINAL and r["stored"] == r["line_count"]]
+        if len(rows) == count and len(done) == count:
+            return
+        summary = {s: sum(r["status"] == s for r in rows) for s in ("submitted", "running")}
+        assert time.monotonic() < deadline, f"run not archived: {len(done)}/{count} {summary}"
+        time.sleep(0.5)
+
+
+@dataclass
+class FaultNumbers:
+    """What a fault test saw, for the note."""
+
+    jobs_submitted: int
+    outcomes: dict[str, int]
+    taken_over: int = 0
+    re_asked: int = 0
+    state_fetched: int = 0
+    lines_sent: int = 0
+    lines_stored: int = 0
+    lines_sent_not_stored: int = 0
+    streams_sent: int = 0
+    streams_unrecorded: int = 0
+    final_errors: dict[str, int] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return (
+            f"jobs submitted={self.jobs_submitted} outcomes={self.outcomes} "
+            f"taken over={self.taken_over} (re-asked={self.re_asked}, "
+            f"state fetched={self.state_fetched}) lines sent={self.lines_sent} "
+            f"lines stored={self.lines_stored} sent but not stored={self.lines_sent_not_stored} "
+            f"streams sent={self.streams_sent} unrecorded streams={self.streams_unrecorded} "
+            f"final error types={self.final_errors}"
+        )
+
+
+@dataclass
+class _SentStream:
+    chat_id: str | None
+    hashes: list[str]
+    used: bool = False
+
+
+def read_sent_log(path: Path) -> dict[str, _SentStream]:
+    """Returns: stream id → the chat id and the sha256 of each line, in line order."""
+    streams: dict[str, _SentStream] = {}
+    entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for entry in sorted(entries, key=lambda e: (e["stream"], e["line_no"])):
+        stream = streams.setdefault(entry["stream"], _SentStream(entry["chat_id"], []))
+        assert entry["line_no"] == len(stream.hashes) + 1, f"sent log gap: {entry}"
+        stream.hashes.append(entry["sha256"])
+    return streams
+
+
+_JOBS_SQL = """
+SELECT job_id, status, last_attempt, line_count, error_type
+  FROM {s}.jobs WHERE run_id = %(run)s
+"""
+_TERMINALS_SQL = """
+SELECT e.job_id, e.attempt, e.kind, e.payload->>'error_type' AS error_type
+  FROM {s}.job_events e JOIN {s}.jobs j USING (job_id)
+ WHERE j.run_id = %(run)s AND e.kind IN ('completed', 'failed', 'aborted')
+"""
+_LINES_SQL = """
+SELECT l.job_id, l.attempt, l.line_no, l.chat_id, encode(sha256(l.raw), 'hex') AS sha256
+  FROM {s}.stream_lines l JOIN {s}.jobs j USING (job_id)
+ WHERE j.run_id = %(run)s ORDER BY l.job_id, l.attempt, l.line_no
+"""
+
+
+def audit(
+    pg_conninfo: str, schema: str, run_id: str, jobs_submitted: int, sent_log: Path
+) -> FaultNumbers:
+    """Checks the run against the sent log (module docstring); returns the numbers."""
+    jobs = {r["job_id"]: r for r in query(pg_conninfo, schema, _JOBS_SQL, run=run_id)}
+    assert len(jobs) == jobs_submitted, f"{len(jobs)} jobs archived of {jobs_submitted}"
+    _check_one_final_outcome(jobs, query(pg_conninfo, schema, _TERMINALS_SQL, run=run_id))
+    attempts: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for row in query(pg_conninfo, schema, _LINES_SQL, run=run_id):
+        attempts[(row["job_id"], row["attempt"])].append(row)
+    streams = read_sent_log(sent_log)
+    numbers = FaultNumbers(
+        jobs_submitted,
+        outcomes=_count(r["status"] for r in jobs.values()),
+        final_errors=_count(r["error_type"] for r in jobs.values() if r["error_type"]),
+        lines_sent=sum(len(s.hashes) for s in streams.values()),
+        lines_stored=sum(len(rows) for rows in attempts.values()),
+        streams_sent=len(streams),
+    )
+    for (job_id, attempt), rows in sorted(attempts.items()):
+        final = attempt == jobs[job_id]["last_attempt"]
+        _match_stream(job_id, attempt, rows, streams, whole=final)
+    for job_id, job in jobs.items():
+        numbers.taken_over += job["last_attempt"] > 1
+        chat_ids = [
+            attempts[(job_id, a)][0]["chat_id"]
+            for a in range(1, job["last_attempt"] + 1)
+            if attempts.get((job_id, a))
+        ]
+        numbers.state_fetched += job["last_attempt"] > 1 and len(set(chat_ids)) < len(chat_ids)
+        numbers.re_asked += job["last_attempt"] > 1 and len(set(chat_ids)) == len(chat_ids)
+    stored_of_used = sum(len(s.hashes) for s in streams.values() if s.used)
+    numbers.streams_unrecorded = sum(not s.used for s in streams.values())
+    numbers.lines_sent_not_stored = numbers.lines_sent - numbers.lines_stored
+    assert stored_of_used >= numbers.lines_stored
+    return numbers
+
+
+def _check_one_final_outcome(
+    jobs: dict[str, dict[str, Any]], terminals: Sequence[dict[str, Any]]
+) -> None:
+    by_attempt: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for row in terminals:
+        by_attempt[(row["job_id"], row["attempt"])].append(row)
+    for job_id, job in jobs.items():
+        assert job["status"] in TERMINAL, f"job {job_id} not final: {job}"
+        last = job["last_attempt"]
+        finals = by_attempt.get((job_id, last), [])
+        assert len(finals) == 1, f"job {job_id} attempt {last} has terminal events {finals}"
+        assert finals[0]["kind"] == job["status"]
+        for attempt in range(1, last):
+            earlier = by_attempt.get((job_id, attempt), [])
+            assert all(e["error_type"] == "StreamBrokenError" for e in earlier), earlier
+        assert not [k for k in by_attempt if k[0] == job_id and k[1] > last]
+
+
+def _match_stream(
+    job_id: str,
+    attempt: int,
+    rows: list[dict[str, Any]],
+    streams: dict[str, _SentStream],
+    *,
+    whole: bool,
+) -> None:
+    numbers = [r["line_no"] for r in rows]
+    assert numbers == list(range(1, len(rows) + 1)), f"{job_id}/{attempt}: line gap {numbers}"
+    stored = [r["sha256"] for r in rows]
+    chat_id = rows[0]["chat_id"]
+    for stream in streams.values():
+        if stream.used or stream.chat_id != chat_id:
+            continue
+        if (stream.hashes == stored) if whole else (stream.hashes[: len(stored)] == stored):
+            stream.used = True
+            return
+    raise AssertionError(
+        f"job {job_id} attempt {attempt}: its {len(rows)} stored lines (chat {chat_id}) are not "
+        f"{'the whole' if whole else 'a prefix'} of any stream the Chat API sent"
+    )
+
+
+def _count(values: Any) -> dict[str, int]:
+    found: dict[str, int] = defaultdict(int)
+    for value in values:
+        found[str(value)] += 1
+    return dict(sorted(found.items()))
+
+
+@dataclass
+class Stack:
+    """A running stack: Chat API, workers, a sink; ``gone`` holds processes killed on purpose."""
+
+    settings: Settings
+    logs: Path
+    chat_url: str
+    sent_log: Path
+    chat_api: Proc
+    workers: list[Proc]
+    sink: Proc
+    gone: set[str] = field(default_factory=set)
+
+    def check(self) -> None:
+        """Fails when a process that should run has exited."""
+        for proc in [self.chat_api, *self.workers, self.sink]:
+            if proc.name not in self.gone:
+                proc.assert_running()
+
+    def add_worker(self, name: str) -> Proc:
+        proc = start_worker(self.settings, self.logs, name)
+        self.workers.append(proc)
+        return proc
+
+
+@contextmanager
+def running_stack(
+    settings: Settings,
+    pg_conninfo: str,
+    logs: Path,
+    *,
+    workers: int,
+    line_delay_ms: int,
+) -> Iterator[Stack]:
+    """Schema, topics, Chat API, ``workers`` workers (``worker-a``, ``worker-b``, ...) and a sink.
+
+    On exit every process still meant to run must stop cleanly (exit code 0).
+    """
+    import asyncio
+
+    from pipeline.kafka import ensure_topics
+
+    sent_log = logs / "sent.ndjson"
+    with archive_schema(settings, pg_conninfo):
+        asyncio.run(ensure_topics(settings, wire.ALL_TOPICS))
+        chat_api, url = start_chat_api(
+            settings, logs, line_delay_ms=line_delay_ms, sent_log=sent_log
+        )
+        names = [f"worker-{chr(ord('a') + n)}" for n in range(workers)]
+        stack = Stack(settings, logs, url, sent_log, chat_api, [], start_sink(settings, logs))
+        stack.workers = [start_worker(settings, logs, name) for name in names]
+        try:
+            yield stack
+            stack.check()
+            for proc in [*stack.workers, stack.sink]:
+                if proc.name not in stack.gone:
+                    assert proc.stop() == 0, f"{proc.name} did not stop cleanly:\n{proc.log()}"
+        finally:
+            for proc in [*stack.workers, stack.sink, stack.chat_api]:
+                proc.stop()
+
+
+def submit(settings: Settings, jobs: Sequence[ChatJob]) -> None:
+    """Publishes ``jobs`` as ``chatscribe batch`` does (accepted event, then the job)."""
+    import asyncio
+
+    from pipeline.submit import submit_jobs
+
+    asyncio.run(submit_jobs(settings, jobs))
+
+
+def wait_until(check: Callable[[], bool], *, timeout_s: float, what: str, stack: Stack) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        stack.check()
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
