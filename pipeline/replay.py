@@ -5,8 +5,8 @@ A database module (SQLAlchemy). ``stream_lines.raw`` holds each line's bytes as 
 attempt in ``line_no`` order, each followed by ``\\n`` when it was terminated, gives back the
 stream byte for byte (design.md, "Flow": replay is a byte copy). ``--sorted`` orders the lines
 by their ``sort`` member instead (field notes, "Merging lines into messages": order by ``sort``
-when lines arrive out of order); a line without ``sort`` stays right after the line it
-followed. Lines whose content was redacted or deleted replay as stored, not as received.
+when lines arrive out of order); a line without ``sort`` stays behind every line the stream
+had reached when it arrived. Lines whose content was redacted or deleted replay as stored, not as received.
 """
 
 from __future__ import annotations
@@ -103,13 +103,15 @@ def read_attempt(
 
 
 def by_sort(lines: Sequence[StoredLine]) -> list[StoredLine]:
-    """Returns: ``lines`` ordered by ``sort`` (stable); a line without ``sort`` keeps the key of
-    the line received before it, so it stays behind that line (``__usage__``, error lines)."""
+    """Returns: ``lines`` ordered by ``sort`` (stable); a line without ``sort`` (``__usage__``,
+    error lines) takes the highest ``sort`` received before it, so it stays behind everything
+    the stream had reached when it arrived."""
     keyed = []
-    current = float("-inf")
+    reached = float("-inf")
     for line in lines:
-        current = line.sort if line.sort is not None else current
-        keyed.append((current, line))
+        if line.sort is not None:
+            reached = max(reached, line.sort)
+        keyed.append((line.sort if line.sort is not None else reached, line))
     return [line for _, line in sorted(keyed, key=lambda pair: pair[0])]
 
 

@@ -38,10 +38,10 @@ def test_chain_depends_on_bytes_time_and_order() -> None:
     assert base != link(GENESIS, line_key("j", 1, 1, T0, False), raw_sha256(b"a"))
 
 
-def test_replay_sorted_keeps_lines_without_sort_behind_their_predecessor() -> None:
+def test_replay_sorted_puts_lines_without_sort_behind_the_highest_sort_reached() -> None:
     def stored(n: int, sort: float | None) -> StoredLine:
         return StoredLine(n, T0, str(n).encode(), True, sort, None)
 
     lines = [stored(1, 0), stored(2, 3), stored(3, 1), stored(4, None), stored(5, 2)]
-    assert [line.line_no for line in by_sort(lines)] == [1, 3, 4, 5, 2]
+    assert [line.line_no for line in by_sort(lines)] == [1, 3, 5, 2, 4]
     assert stored(1, 0).wire_bytes() == b"1\n"

@@ -1,0 +1,327 @@
+"""The archive as a product, on runs made through the real pipeline (fixtures: conftest.py).
+
+Order matters at the end of the module: tampering and retention change archived rows, so they
+run last, on the hosted transcripts' jobs (tampering first: retention deletes their content).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from archive_stack import (
+    API_KEY,
+    DELAY,
+    HOSTED_IDENTITY,
+    MARCH,
+    ORIGINS,
+    ROOT,
+    ArchiveStack,
+    hosted_transcript,
+    run_cli,
+    serve_in_thread,
+)
+
+from models import wire
+from pipeline.accuracy import accuracy_line, run_accuracy
+from pipeline.kafka import create_consumer
+from pipeline.replay_server import create_app
+from pipeline.rerun import rerun
+from pipeline.runner import RunOutcome
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+def _job(outcome: RunOutcome, persona: str, question: str) -> str:
+    (job,) = [r for r in outcome.results if r.persona == persona and r.question == question]
+    return job.job_id
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["cube_tools", "older_sql_payload", "no_final", "unmappable", "aborted", "out_of_order"],
+)
+def test_replay_writes_the_stream_byte_for_byte_as_received(
+    stack: ArchiveStack, hosted_jobs: dict[str, str], name: str
+) -> None:
+    done = run_cli(stack.env, "replay", hosted_jobs[name])
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == hosted_transcript(name)
+
+
+def test_replay_sorted_orders_lines_by_sort(
+    stack: ArchiveStack, hosted_jobs: dict[str, str]
+) -> None:
+    done = run_cli(stack.env, "replay", hosted_jobs["out_of_order"], "--sorted")
+    ids = [json.loads(line).get("id") for line in done.stdout.splitlines()]
+    assert ids == [wire.ID_CUTOFF, "u1", "a1", "f1", wire.ID_USAGE]
+    unknown = run_cli(stack.env, "replay", "no-such-job")
+    assert unknown.returncode == 2 and b"not in the archive" in unknown.stderr
+
+
+def test_hosted_oddities_normalise_through_the_real_sink(
+    stack: ArchiveStack, hosted_jobs: dict[str, str]
+) -> None:
+    answers = {
+        row.job_id: row
+        for row in stack.query(
+            "SELECT job_id, source, content, stream_errors FROM {s}.answers"
+            " WHERE job_id = ANY(:ids)",
+            ids=list(hosted_jobs.values()),
+        )
+    }
+    assert answers[hosted_jobs["no_final"]].source == "fallback"
+    assert answers[hosted_jobs["cube_tools"]].content == "Most orders are completed (245)."
+    assert answers[hosted_jobs["error_line"]].stream_errors == [
+        "Rate limit exceeded for model gpt-x"
+    ]
+    assert answers[hosted_jobs["suspended"]].source == "none"
+    (query,) = stack.query(
+        "SELECT tool_name, rows, result_schema, views FROM {s}.sql_queries WHERE job_id = :j",
+        j=hosted_jobs["cube_tools"],
+    )
+    assert query.tool_name == "cubeSqlApi" and query.rows[0] == ["completed", "245"]
+    assert query.views == ["orders_view"]
+    (failed,) = stack.query(
+        "SELECT name, error #>> '{{}}' AS error FROM {s}.tool_calls WHERE job_id = :j",
+        j=hosted_jobs["tool_error"],
+    )
+    assert failed.name == "cubeSqlApiWithChart" and "statuz" in failed.error
+    raw = stack.query(
+        "SELECT line_no, raw, parse_error FROM {s}.stream_lines WHERE job_id = :j ORDER BY line_no",
+        j=hosted_jobs["unmappable"],
+    )
+    assert bytes(raw[4].raw) == b'{"id":"a1","role":"assistant","content":"caf\xe9 bytes"}'
+    assert "invalid UTF-8" in raw[4].parse_error
+
+
+def test_replay_server_serves_the_archived_stream_through_the_chat_api_protocol(
+    stack: ArchiveStack, run_a: RunOutcome
+) -> None:
+    job_id = _job(run_a, "jfk-ops", MARCH)
+    recorded = run_cli(stack.env, "replay", job_id).stdout
+    app = create_app(stack.settings, speed=0, api_keys=[API_KEY], run_id=run_a.run_id)
+    with serve_in_thread(app) as port:
+        url = f"http://127.0.0.1:{port}" + wire.CHAT_PATH_TEMPLATE.format(
+            cloud_region="local", account_name="demo", agent_id="1"
+        )
+        auth = {"Authorization": f"Api-Key {API_KEY}"}
+        body = {"input": MARCH, "sessionSettings": {"externalId": "jfk-ops-1"}}
+        with httpx.stream("POST", url, json=body, headers=auth, timeout=30) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("application/json")
+            replayed = b"".join(response.iter_bytes())
+        assert replayed == recorded
+        other = {"input": MARCH, "sessionSettings": {"externalId": "someone-else"}}
+        assert httpx.post(url, json=other, headers=auth).status_code == 404
+        assert (
+            httpx.post(url, json=body, headers={"Authorization": "Api-Key nope"}).status_code == 401
+        )
+
+
+def test_rerun_against_the_replay_server_links_the_run_and_diff_finds_no_change(
+    stack: ArchiveStack, run_a: RunOutcome
+) -> None:
+    app = create_app(stack.settings, speed=0, api_keys=[API_KEY], run_id=run_a.run_id)
+    with serve_in_thread(app) as port:
+        url = f"http://127.0.0.1:{port}" + wire.CHAT_PATH_TEMPLATE.format(
+            cloud_region="local", account_name="demo", agent_id="1"
+        )
+        outcome = asyncio.run(
+            rerun(stack.settings, run_a.run_id, chat_url=url, check_alive=stack.assert_running)
+        )
+    assert outcome.finished and {r.status for r in outcome.results} == {"completed"}
+    (run,) = stack.query("SELECT rerun_of FROM {s}.runs WHERE run_id = :r", r=outcome.run_id)
+    assert run.rerun_of == run_a.run_id
+    identities = sorted((r.question, r.identity) for r in outcome.results)
+    assert identities == sorted((r.question, r.identity) for r in run_a.results)
+    done = run_cli(stack.env, "diff", run_a.run_id, outcome.run_id, "--json")
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+    summary = json.loads(done.stdout)["summary"]
+    assert summary == {"same": 5, "changed": 0, "new": 0, "missing": 0, "regressed": 0}
+
+
+@pytest.fixture(scope="module")
+def changed_run(stack: ArchiveStack, run_a: RunOutcome) -> str:
+    """The run asked again through the CLI against the Chat API with the changed model."""
+    done = run_cli(stack.env, "rerun", run_a.run_id, "--chat-url", stack.changed_url, "--json")
+    assert done.returncode == 0, done.stderr.decode()
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    (run_id,) = {r["run_id"] for r in results}
+    return str(run_id)
+
+
+def test_diff_against_a_changed_data_model_regresses_and_exits_non_zero(
+    stack: ArchiveStack, run_a: RunOutcome, changed_run: str
+) -> None:
+    done = run_cli(stack.env, "diff", run_a.run_id, changed_run, "--json")
+    assert done.returncode == 1, done.stderr.decode()
+    doc = json.loads(done.stdout)
+    assert doc["summary"]["same"] == 3 and doc["summary"]["changed"] == 2
+    changed = [c for c in doc["cases"] if c["state"] == "changed"]
+    assert {c["question"] for c in changed} == {DELAY}
+    assert all(c["result_changed"] and c["regressed"] and not c["sql_changed"] for c in changed)
+    text = run_cli(stack.env, "diff", run_a.run_id, changed_run)
+    assert text.returncode == 1 and b"regressed" in text.stdout
+
+
+def test_expected_results_give_the_execution_accuracy(
+    stack: ArchiveStack, run_a: RunOutcome, questions_file: Any
+) -> None:
+    scores = run_accuracy(stack.settings, run_a.run_id, questions_file)
+    assert scores == {_job(run_a, "analyst", MARCH): True, _job(run_a, "jfk-ops", MARCH): True}
+    assert accuracy_line(scores) == "execution accuracy: 2/2 (100.0%)"
+
+
+def test_audit_reports_identity_views_members_and_rows(
+    stack: ArchiveStack, run_a: RunOutcome, hosted_jobs: dict[str, str]
+) -> None:
+    done = run_cli(stack.env, "audit", "--user", "jfk-ops-1", "--format", "json")
+    assert done.returncode == 0, done.stderr.decode()
+    entries = json.loads(done.stdout)["entries"]
+    assert {e["question"] for e in entries} >= {MARCH, DELAY}
+    assert all(e["user_attributes"] == {"origin": "JFK"} for e in entries)
+    march = next(e for e in entries if e["question"] == MARCH and e["run_id"] == run_a.run_id)
+    assert march["views"] == ["flights"] and "flights.month" in march["members"]
+    assert march["rows_returned"] == 1
+    csv_text = run_cli(stack.env, "audit", "--view", "orders_view", "--format", "csv").stdout
+    rows = list(csv.DictReader(io.StringIO(csv_text.decode())))
+    assert {r["identity"] for r in rows} == {f"external:{HOSTED_IDENTITY}"}
+    assert any("statuz" in r["tool_errors"] for r in rows)
+    hosted = json.loads(
+        run_cli(stack.env, "audit", "--user", HOSTED_IDENTITY, "--format", "json").stdout
+    )
+    assert any(e["aborted"] for e in hosted["entries"])
+    page = run_cli(stack.env, "audit", "--user", "analyst-1", "--format", "html").stdout.decode()
+    assert "vegaEmbed('#chart-" in page and ORIGINS in page and "analyst-1" in page
+
+
+def test_dashboard_views_answer_on_a_real_run(stack: ArchiveStack, run_a: RunOutcome) -> None:
+    usage = stack.query("SELECT identity, view, jobs FROM {s}.dash_usage_daily")
+    assert ("external:analyst-1", "flights") in {(r.identity, r.view) for r in usage}
+    (latency,) = stack.query(
+        "SELECT sum(jobs) AS jobs, max(first_line_p50_s) AS p50, max(final_answer_p90_s) AS p90"
+        " FROM {s}.dash_latency_daily"
+    )
+    assert latency.jobs >= 5 and latency.p50 is not None and latency.p90 >= latency.p50
+    outcomes = stack.query(
+        "SELECT sum(completed) AS c, sum(jobs) AS n FROM {s}.dash_outcomes_daily"
+    )
+    assert outcomes[0].c >= 5
+    top = stack.query("SELECT question, asked FROM {s}.dash_top_questions ORDER BY asked DESC")
+    assert {r.question for r in top} >= {MARCH, DELAY, ORIGINS}
+    errors = stack.query("SELECT tool_name, error FROM {s}.dash_tool_errors")
+    assert all(r.error for r in errors)
+    counts = stack.query(
+        "SELECT view, max_total_rows FROM {s}.dash_row_counts WHERE view = 'flights'"
+    )
+    assert counts and max(r.max_total_rows for r in counts) == 16
+    # Every Grafana panel's SQL runs against the views (macros replaced as Grafana would).
+    dashboard = json.loads((ROOT / "ops" / "grafana" / "archive.json").read_text())
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            sql = target["rawSql"].replace("$__timeFilter(day)", "true")
+            rows = stack.query(sql.replace('"$schema"', "{s}"))
+            assert rows, panel["title"]
+
+
+async def test_final_answers_are_published_to_the_answers_topic(
+    stack: ArchiveStack, run_a: RunOutcome
+) -> None:
+    consumer = create_consumer(
+        stack.settings, stack.settings.topic(wire.TOPIC_ANSWERS), group_id=None
+    )
+    await consumer.start()
+    wanted = {r.job_id for r in run_a.results}
+    found: dict[str, dict[str, Any]] = {}
+    try:
+        for _ in range(60):
+            batches = await consumer.getmany(timeout_ms=500)
+            for record in (r for part in batches.values() for r in part):
+                value = json.loads(record.value)
+                if value["job_id"] in wanted:
+                    found[value["job_id"]] = value
+            if set(found) == wanted:
+                break
+    finally:
+        await consumer.stop()
+    assert set(found) == wanted
+    march = found[_job(run_a, "analyst", MARCH)]
+    assert march["identity"] == "external:analyst-1" and march["question"] == MARCH
+    assert march["answer_source"] == "final" and march["total_rows"] == 1
+    assert "MEASURE" in march["sql"]
+    (unpublished,) = stack.query(
+        "SELECT count(*) AS n FROM {s}.answers a JOIN {s}.jobs j USING (job_id)"
+        " WHERE j.run_id = :r AND a.published_at IS NULL",
+        r=run_a.run_id,
+    )
+    assert unpublished.n == 0
+
+
+def test_verify_reports_rows_changed_after_they_were_written(
+    stack: ArchiveStack, run_a: RunOutcome, hosted_jobs: dict[str, str]
+) -> None:
+    clean = run_cli(stack.env, "verify", "--run", run_a.run_id)
+    assert clean.returncode == 0 and b"every chain verifies" in clean.stdout
+    job_id = hosted_jobs["older_sql_payload"]
+    stack.execute(
+        "UPDATE {s}.stream_lines SET raw = convert_to('{{\"id\":\"forged\"}}', 'UTF8')"
+        " WHERE job_id = :j AND line_no = 2",
+        j=job_id,
+    )
+    stack.execute(
+        "UPDATE {s}.stream_lines SET received_at = received_at + interval '1 second'"
+        " WHERE job_id = :j AND line_no = 4",
+        j=job_id,
+    )
+    stack.execute("DELETE FROM {s}.stream_lines WHERE job_id = :j AND line_no = 6", j=job_id)
+    tampered = run_cli(stack.env, "verify", "--job", job_id)
+    assert tampered.returncode == 1
+    report = tampered.stdout.decode()
+    assert "raw_changed" in report and "chain_broken" in report and "missing" in report
+    assert run_cli(stack.env, "verify", "--run", run_a.run_id).returncode == 0
+
+
+def test_retention_deletes_expired_content_and_keeps_the_audit_trail(
+    stack: ArchiveStack, hosted_jobs: dict[str, str], tmp_path: Any
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        f"rules:\n  - identity: 'external:{HOSTED_IDENTITY}'\n    afterDays: 30\n"
+        "    action: delete\n  - afterDays: 3650\n    action: redact\n"
+    )
+    job_id = hosted_jobs["cube_tools"]
+    now = run_cli(stack.env, "retention", "apply", "--policy", str(policy))
+    assert now.returncode == 0 and b"deleted content of 0 jobs" in now.stderr
+    later = run_cli(
+        stack.env, "retention", "apply", "--policy", str(policy), "--now", "2099-01-01T00:00:00"
+    )
+    assert later.returncode == 0, later.stderr.decode()
+    lines = stack.query(
+        "SELECT raw, redaction, raw_sha256 FROM {s}.stream_lines WHERE job_id = :j", j=job_id
+    )
+    assert all(bytes(r.raw) == b"" and r.redaction == "deleted" and r.raw_sha256 for r in lines)
+    (answer,) = stack.query("SELECT content, source FROM {s}.answers WHERE job_id = :j", j=job_id)
+    assert answer.content is None and answer.source == "final"
+    (query,) = stack.query(
+        "SELECT rows, views, total_rows FROM {s}.sql_queries WHERE job_id = :j", j=job_id
+    )
+    assert query.rows is None and query.views == ["orders_view"] and query.total_rows == 3
+    verified = run_cli(stack.env, "verify", "--job", job_id)
+    assert verified.returncode == 0, verified.stdout.decode()
+    assert f"{len(lines)} redacted" in verified.stdout.decode()
+    audit = json.loads(
+        run_cli(stack.env, "audit", "--view", "orders_view", "--format", "json").stdout
+    )
+    assert job_id in {e["job_id"] for e in audit["entries"]}
+
+
+def test_unknown_run_is_a_clear_error(stack: ArchiveStack) -> None:
+    done = run_cli(stack.env, "diff", str(uuid.uuid4()), str(uuid.uuid4()))
+    assert done.returncode == 2 and b"has no jobs in the archive" in done.stderr

@@ -1,0 +1,151 @@
+"""Hash chains and redaction in the archive writer, against a real PostgreSQL (fresh schema)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from models import wire
+from models.records import ChatJob, JobEvent, LineEnvelope
+from pipeline.archive import ArchiveWriter, create_engine, upgrade
+from pipeline.chain import verify
+from pipeline.redaction import Redactor
+from pipeline.retention import RetentionPolicy, apply_policy
+from pipeline.settings import Settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+URL = "http://127.0.0.1:8400" + wire.CHAT_PATH_TEMPLATE.format(
+    cloud_region="local", account_name="demo", agent_id="1"
+)
+
+
+@pytest.fixture
+def settings(database_url: str, pg_schema: str) -> Settings:
+    return Settings(database_url=database_url, database_schema=pg_schema)
+
+
+@pytest.fixture
+def engine(settings: Settings) -> Iterator[sa.Engine]:
+    upgrade(settings)
+    engine = create_engine(settings)
+    yield engine
+    engine.dispose()
+
+
+def _raw(**fields: Any) -> bytes:
+    return json.dumps(fields).encode()
+
+
+TRANSCRIPT = [
+    _raw(id=wire.ID_CUTOFF, role="assistant", sort=0, state={"chatId": "c1"}),
+    _raw(id="u1", role="user", content="Mail ann@corp.io the count"),
+    _raw(id="f1", role="assistant", content="Sent to ann@corp.io: 42.", graphPath=["final"]),
+    _raw(id=wire.ID_USAGE, usage={"totalTokens": 3}),
+]
+
+
+def _lines(job_id: str) -> list[LineEnvelope]:
+    return [
+        LineEnvelope.from_raw(
+            job_id=job_id, attempt=1, line_no=n, raw=raw, received_at=T0 + timedelta(seconds=n)
+        )
+        for n, raw in enumerate(TRANSCRIPT, start=1)
+    ]
+
+
+def _events(job_id: str) -> list[JobEvent]:
+    job = ChatJob.model_validate(
+        {
+            "job_id": job_id,
+            "run_id": "r1",
+            "question": "Mail ann@corp.io the count",
+            "session_settings": {"externalId": "ann"},
+            "chat_url": URL,
+        }
+    )
+    common = {"job_id": job_id, "run_id": "r1"}
+    return [
+        JobEvent(**common, kind="accepted", job=job, at=T0),
+        JobEvent(**common, kind="started", attempt=1, job=job, at=T0),
+        JobEvent(**common, kind="completed", attempt=1, line_count=len(TRANSCRIPT), at=T0),
+    ]
+
+
+def _verify(engine: sa.Engine, settings: Settings, job_id: str) -> Any:
+    with engine.connect() as conn:
+        return verify(conn, schema=settings.database_schema, job_id=job_id)
+
+
+def test_lines_arriving_out_of_order_across_batches_end_fully_chained(
+    engine: sa.Engine, settings: Settings
+) -> None:
+    writer = ArchiveWriter(engine, schema=settings.database_schema)
+    lines = _lines("j-gap")
+    writer.write_batch([lines[3], lines[1]], _events("j-gap"))  # 4 and 2: 2 waits for 1
+    writer.write_batch([lines[0]], [])  # 1 arrives: 1 and 2 chain, 4 still waits for 3
+    early = _verify(engine, settings, "j-gap")
+    assert early.unchained == 1 and [p.kind for p in early.problems] == ["missing"]
+    writer.write_batch([lines[2], lines[2]], [])  # 3 (twice): 3 and 4 chain
+    report = _verify(engine, settings, "j-gap")
+    assert report.ok and report.lines == 4 and report.unchained == 0
+
+
+def test_redaction_before_storage_keeps_the_hash_of_the_original(
+    engine: sa.Engine, settings: Settings
+) -> None:
+    redactor = Redactor.build(detectors=["email"])
+    writer = ArchiveWriter(engine, schema=settings.database_schema, redactor=redactor)
+    writer.write_batch(_lines("j-red"), _events("j-red"))
+    with engine.connect() as conn:
+        stored = conn.execute(
+            sa.text(
+                f'SELECT line_no, raw, redaction FROM "{settings.database_schema}".stream_lines'
+                " WHERE job_id = 'j-red' ORDER BY line_no"
+            )
+        ).all()
+        answer = conn.execute(
+            sa.text(f'SELECT content FROM "{settings.database_schema}".answers WHERE job_id = :j'),
+            {"j": "j-red"},
+        ).scalar()
+    assert [r.redaction for r in stored] == [None, "redacted", "redacted", None]
+    assert all(b"ann@corp.io" not in bytes(r.raw) for r in stored)
+    assert answer == "Sent to [REDACTED:email]: 42."
+    report = _verify(engine, settings, "j-red")
+    assert report.ok and report.redacted == 2
+
+
+def test_retention_redact_rewrites_old_content_and_verify_still_passes(
+    engine: sa.Engine, settings: Settings
+) -> None:
+    writer = ArchiveWriter(engine, schema=settings.database_schema)
+    writer.write_batch(_lines("j-old"), _events("j-old"))
+    policy = RetentionPolicy.model_validate(
+        {"rules": [{"afterDays": 1, "action": "redact"}], "redaction": {"detectors": ["email"]}}
+    )
+    with engine.begin() as conn:
+        outcome = apply_policy(
+            conn,
+            policy,
+            schema=settings.database_schema,
+            now=datetime.now(UTC) + timedelta(days=2),
+            default_redactor=Redactor.build(),
+        )
+    assert (outcome.redacted_jobs, outcome.lines_changed) == (1, 2)
+    with engine.connect() as conn:
+        schema = settings.database_schema
+        question = conn.execute(
+            sa.text(f'SELECT question FROM "{schema}".jobs WHERE job_id = :j'), {"j": "j-old"}
+        ).scalar()
+        answer = conn.execute(
+            sa.text(f'SELECT content FROM "{schema}".answers WHERE job_id = :j'), {"j": "j-old"}
+        ).scalar()
+    assert question == "Mail [REDACTED:email] the count"
+    assert answer == "Sent to [REDACTED:email]: 42."
+    assert _verify(engine, settings, "j-old").ok
