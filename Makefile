@@ -19,6 +19,7 @@ PY = $(VENV)/bin/python
 STAMP = $(VENV)/.installed
 SERVICES = ops/services.sh
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 .PHONY: help venv chromium services-up services-down services-status demo test lint check fmt bench clean
 
@@ -63,8 +64,9 @@ fmt: venv
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
+# BENCH_ARGS: e.g. `--scale small`, `--only sink`, `--profile` (bench/README.md).
 bench: venv services-up
-	$(PY) -m bench
+	$(PY) -m bench $(BENCH_ARGS)
 
 # Caches and build output only: the venv and the services' state (ops/services.sh down) stay.
 clean:
