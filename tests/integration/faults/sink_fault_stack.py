@@ -7,6 +7,10 @@ audit that compares what was sent with what the archive stored.
 * :func:`sent_lines`: every record on ``chat.lines`` (what the workers sent), read back with a
   group-less consumer up to the end offsets.
 * :func:`audit`: the archive compared with those records, and the numbers a fault test prints.
+
+The tests also run :func:`fault_support.audit` (the worker side's), which compares the archive
+with the Chat API's own sent-lines log: between them, what the Chat API sent, what the workers
+put on ``chat.lines`` and what PostgreSQL stored must all agree.
 """
 
 from __future__ import annotations
@@ -205,12 +209,15 @@ def start_stack(
     workers: int = 1,
     sinks: int = 2,
     line_delay_ms: int = 0,
+    sent_log: Path | None = None,
 ) -> Stack:
-    """Starts the Chat API (waits for ``/healthz``; ``line_delay_ms`` between lines), the
-    workers and the sinks."""
+    """Starts the Chat API (waits for ``/healthz``; ``line_delay_ms`` between lines; every
+    line it sends logged to ``sent_log``, :mod:`chat_api.sent_log`), the workers and the sinks."""
     stack = Stack(settings, logs, env_for(settings))
     serve = ("api", "serve", "--host", "127.0.0.1", "--port", str(chat_port))
     chat_env = {**stack.env, "CHATSCRIBE_LINE_DELAY_MS": str(line_delay_ms)}
+    if sent_log is not None:
+        chat_env["CHATSCRIBE_SENT_LOG"] = str(sent_log)
     stack.chat = _start("chat-api", logs, chat_env, *serve)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while True:

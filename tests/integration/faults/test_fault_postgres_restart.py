@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import fault_support
 import pytest
 import sqlalchemy as sa
 from sink_fault_stack import (
@@ -116,7 +117,13 @@ async def test_postgres_down_then_restarted_pauses_the_sinks_and_loses_nothing(
     state_dir, url = private_postgres
     port = int(settings.chat_url.split(":")[2].split("/")[0])
     stack = start_stack(
-        settings, tmp_path, chat_port=port, workers=1, sinks=2, line_delay_ms=LINE_DELAY_MS
+        settings,
+        tmp_path,
+        chat_port=port,
+        workers=1,
+        sinks=2,
+        line_delay_ms=LINE_DELAY_MS,
+        sent_log=tmp_path / "sent.ndjson",
     )
     engine = create_engine(settings)
     try:
@@ -141,6 +148,13 @@ async def test_postgres_down_then_restarted_pauses_the_sinks_and_loses_nothing(
         engine.dispose()
     sent = await sent_lines(settings)
     result = audit(settings, run.run_id, run.job_count, sent)
+    numbers = fault_support.audit(
+        url.replace("postgresql+psycopg://", "postgresql://"),
+        settings.database_schema,
+        run.run_id,
+        run.job_count,
+        tmp_path / "sent.ndjson",
+    )
     print(
         "\n"
         + result.line(
@@ -154,3 +168,6 @@ async def test_postgres_down_then_restarted_pauses_the_sinks_and_loses_nothing(
     assert retries_while_down >= 2, "the sinks did not retry while PostgreSQL was down"
     assert any("archive unavailable, retrying" in sink.log() for sink in stack.sinks)
     assert_nothing_lost_or_doubled(result)
+    print(f"Chat API sent log: {numbers}")
+    assert numbers.lines_sent == numbers.lines_stored == result.lines_stored
+    assert numbers.streams_unrecorded == 0 and numbers.lines_sent_not_stored == 0

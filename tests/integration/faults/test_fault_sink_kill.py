@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import fault_support
 import psycopg
 import pytest
 import sqlalchemy as sa
@@ -130,7 +131,13 @@ async def test_sink_killed_mid_batch_loses_and_duplicates_no_line(
 ) -> None:
     port = int(settings.chat_url.split(":")[2].split("/")[0])
     stack = start_stack(
-        settings, tmp_path, chat_port=port, workers=1, sinks=2, line_delay_ms=LINE_DELAY_MS
+        settings,
+        tmp_path,
+        chat_port=port,
+        workers=1,
+        sinks=2,
+        line_delay_ms=LINE_DELAY_MS,
+        sent_log=tmp_path / "sent.ndjson",
     )
     engine = create_engine(settings)
     schema = settings.database_schema
@@ -155,6 +162,9 @@ async def test_sink_killed_mid_batch_loses_and_duplicates_no_line(
         engine.dispose()
     sent = await sent_lines(settings)
     result = audit(settings, run.run_id, run.job_count, sent)
+    numbers = fault_support.audit(
+        pg_conninfo, settings.database_schema, run.run_id, run.job_count, tmp_path / "sent.ndjson"
+    )
     print(
         "\n"
         + result.line(
@@ -168,3 +178,6 @@ async def test_sink_killed_mid_batch_loses_and_duplicates_no_line(
     assert outcome.finished
     assert run.job_count == JOBS and flowing == KILLS and in_transaction >= 1
     assert_nothing_lost_or_doubled(result)
+    print(f"Chat API sent log: {numbers}")
+    assert numbers.lines_sent == numbers.lines_stored == result.lines_stored
+    assert numbers.streams_unrecorded == 0 and numbers.lines_sent_not_stored == 0
