@@ -65,7 +65,8 @@ def create_app(settings: ChatApiSettings, *, toolbox: Toolbox | None = None) -> 
         toolbox: The agent's resources; built from ``settings`` when None (tests share one).
 
     Returns:
-        The Starlette app, with ``app.state.service`` holding its stores.
+        The Starlette app, with ``app.state.service`` holding its stores and
+        ``app.state.service_document`` the OpenAPI document.
 
     Raises:
         ChatApiError: The data model is invalid (``ModelError``) or the warehouse cannot load.
@@ -98,6 +99,7 @@ def create_app(settings: ChatApiSettings, *, toolbox: Toolbox | None = None) -> 
         exception_handlers={RequestError: _request_error, HTTPException: _http_error},
     )
     app.state.service = service
+    app.state.service_document = document
     return app
 
 

@@ -7,7 +7,8 @@ so a client can fix its request (interface, "Errors": 400 for an invalid body).
 from __future__ import annotations
 
 import json
-from typing import TypeVar
+import re
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
@@ -16,6 +17,7 @@ from chat_api.errors import BodyTooLargeError, InvalidRequestError
 
 MAX_BODY_BYTES = 1024 * 1024
 _M = TypeVar("_M", bound=BaseModel)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 async def read_body(request: Request, model: type[_M]) -> _M:
@@ -26,7 +28,8 @@ async def read_body(request: Request, model: type[_M]) -> _M:
 
     Raises:
         BodyTooLargeError: The body is over ``MAX_BODY_BYTES`` (413).
-        InvalidRequestError: Not JSON, or invalid; the message names each field at fault.
+        InvalidRequestError: Not JSON, a string holding NUL or a lone surrogate (which no
+            database stores as text), or invalid; the message names each field at fault.
     """
     raw = bytearray()
     async for chunk in request.stream():
@@ -37,6 +40,7 @@ async def read_body(request: Request, model: type[_M]) -> _M:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidRequestError(f"body is not valid JSON: {exc}") from exc
+    check_text(data)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -51,3 +55,22 @@ def describe_validation_error(exc: ValidationError) -> str:
         message = str(error["msg"]).removeprefix("Value error, ")
         parts.append(f"{where}: {message}")
     return "; ".join(parts)
+
+
+def check_text(value: Any, path: str = "body") -> None:
+    """Refuses strings that cannot be stored as text: NUL characters and lone UTF-16
+    surrogates (``"\\ud800"`` in JSON), anywhere in ``value`` (keys included).
+
+    Raises:
+        InvalidRequestError: Naming the dotted path of the first such string.
+    """
+    if isinstance(value, str):
+        if "\x00" in value or _SURROGATE.search(value):
+            raise InvalidRequestError(f"{path}: NUL characters and lone surrogates are not allowed")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(key, path)
+            check_text(item, f"{path}.{key}" if path != "body" else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_text(item, f"{path}.{index}")

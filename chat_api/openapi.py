@@ -28,6 +28,13 @@ from models.chat import (
 )
 
 OPENAPI_VERSION = "3.1.0"
+EXTERNAL_ID = r"^[a-z0-9._@+-]+$"
+r"""``externalId``: lowercase, no spaces. ASCII only here, a subset of what the server takes
+(:class:`models.chat.UserIdentity` refuses whitespace and A-Z), so that a value valid for the
+document is valid for the server whatever a generator makes of ``\s``."""
+EMAIL = r"^[a-z0-9._%+-]+@[a-z0-9-]+(\.[a-z0-9-]+)*\.[a-z]{2,}$"
+r"""An email address, again an ASCII subset of the server's ``^[^@\s]+@[^@\s]+\.[^@\s]+$``."""
+_FORBIDDEN_WITH_INTERNAL = ("userAttributes", "groups", "securityContext")
 _REF = "#/components/schemas/{model}"
 _ERROR = {
     "type": "object",
@@ -56,6 +63,7 @@ def openapi_document(settings: ChatApiSettings) -> dict[str, Any]:
     pairs += [(GenerateSessionResponse, "serialization"), (StreamMessage, "serialization")]
     _, top = models_json_schema(pairs, ref_template=_REF)
     schemas = {**top.get("$defs", {}), "Error": _ERROR}
+    _identity_rules(schemas, declared_attributes=settings.user_attributes)
     chat_path = wire.CHAT_PATH_TEMPLATE.format(
         cloud_region="{cloudRegion}", account_name="{accountName}", agent_id="{agentId}"
     )
@@ -97,6 +105,29 @@ def openapi_document(settings: ChatApiSettings) -> dict[str, Any]:
         },
         "security": [{"apiKey": []}],
     }
+
+
+def _identity_rules(schemas: dict[str, Any], *, declared_attributes: tuple[str, ...]) -> None:
+    """Writes the identity rules the models check in code into the schemas (interface,
+    "Session settings"): the forms of externalId and email, either externalId or internalId,
+    nothing but the id with internalId, and only declared attribute names."""
+    for name in ("SessionSettings", "GenerateSessionRequest"):
+        properties = schemas[name]["properties"]
+        properties["externalId"] = {"type": "string", "minLength": 1, "pattern": EXTERNAL_ID}
+        properties["internalId"] = {"type": "string", "pattern": EMAIL}
+        properties["email"] = {"type": "string", "pattern": EMAIL}
+        external = {"required": ["externalId"], "properties": {"internalId": False}}
+        internal_only = dict.fromkeys(("externalId", *_FORBIDDEN_WITH_INTERNAL), False)
+        internal = {"required": ["internalId"], "properties": internal_only}
+        schemas[name]["anyOf"] = [external, internal]
+        attributes = properties["userAttributes"]["anyOf"][0]
+        attributes["maxItems"] = len(declared_attributes)  # names are unique (field notes)
+    attribute = schemas["UserAttribute"]["properties"]
+    attribute["name"] = {"type": "string", "enum": list(declared_attributes)}
+    chat = schemas["ChatRequest"]
+    chat["properties"]["input"] = {"type": "string"}
+    chat["properties"]["chatId"] = {"type": "string", "minLength": 1}
+    chat["anyOf"] = [{"required": ["input"]}, {"required": ["chatId"]}]
 
 
 def _agent_parameters(settings: ChatApiSettings) -> list[dict[str, Any]]:

@@ -115,12 +115,21 @@ async def test_chat_for_another_agent_region_or_account_is_404(
             "userAttributes not allowed with internalId",
         ),
         ({"input": 3, "sessionSettings": {"externalId": "a"}}, "input: Input should be"),
+        (
+            {"input": "lone \ud800", "sessionSettings": {"externalId": "a"}},
+            "input: NUL characters and lone surrogates are not allowed",
+        ),
+        (
+            {"input": MARCH, "sessionSettings": {"externalId": "a\u0000b"}},
+            "sessionSettings.externalId: NUL characters",
+        ),
     ],
 )
 async def test_invalid_chat_body_is_400_naming_the_field(
     server: RunningServer, client: httpx.AsyncClient, body: dict[str, Any], field: str
 ):
-    response = await client.post(server.chat_url(), json=body, headers=server.headers)
+    content = json.dumps(body)  # ASCII escapes, so a lone surrogate can be sent
+    response = await client.post(server.chat_url(), content=content, headers=server.headers)
     assert response.status_code == 400
     assert response.json()["status"] == 400
     assert field in response.json()["error"]
