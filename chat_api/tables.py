@@ -21,8 +21,10 @@ SQLite and PostgreSQL.
     embed_sessions  session_sha256; account, user_key, identity (JSON), created/expires/
                     used/revoked_at_s
 
-Secrets are stored hashed (SHA-256 of the API key and of the session id): a copy of the
-database gives no usable key or session.
+Text that comes from requests (ids, questions) is ``Text``, never a bounded ``String``, so
+PostgreSQL never refuses a long value that SQLite would have taken. Secrets are stored hashed
+(SHA-256 of the API key and of the session id): a copy of the database gives no usable key or
+session.
 """
 
 from __future__ import annotations
@@ -73,8 +75,8 @@ users = Table(
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("account", ForeignKey("accounts.name"), nullable=False),
     Column("kind", String(10), nullable=False),
-    Column("user_id", String(320), nullable=False),
-    Column("email", String(320)),
+    Column("user_id", Text, nullable=False),
+    Column("email", Text),
     Column("groups", JSON, nullable=False),
     Column("attributes", JSON, nullable=False),
     Column("security_context", JSON, nullable=False),
@@ -92,7 +94,7 @@ threads = Table(
     Column("chat_id", String(64), primary_key=True),
     Column("account", ForeignKey("accounts.name"), nullable=False),
     Column("user_row", ForeignKey("users.id"), nullable=False, index=True),
-    Column("owner", String(340), nullable=False),
+    Column("owner", Text, nullable=False),
     Column("memory_id", String(80), nullable=False),
     Column("follow_up", JSON),
     Column("created_at_s", Float, nullable=False),
@@ -105,7 +107,7 @@ turns = Table(
     metadata,
     Column("chat_id", ForeignKey("threads.chat_id"), primary_key=True),
     Column("turn_no", Integer, primary_key=True),
-    Column("message_id", String(80)),
+    Column("message_id", Text),
     Column("question", Text, nullable=False),
     Column("status", String(12), nullable=False),
     Column("started_at_s", Float, nullable=False),
@@ -119,7 +121,7 @@ messages = Table(
     Column("chat_id", ForeignKey("threads.chat_id"), primary_key=True),
     Column("position", Integer, primary_key=True),
     Column("turn_no", Integer, nullable=False),
-    Column("message_id", String(80), nullable=False),
+    Column("message_id", Text, nullable=False),
     Column("role", String(10), nullable=False),
     Column("kind", String(10), nullable=False),
     Column("content", Text),
@@ -131,7 +133,7 @@ embed_sessions = Table(
     metadata,
     Column("session_sha256", String(64), primary_key=True),
     Column("account", ForeignKey("accounts.name"), nullable=False),
-    Column("user_key", String(340), nullable=False),
+    Column("user_key", Text, nullable=False),
     Column("identity", JSON, nullable=False),
     Column("created_at_s", Float, nullable=False),
     Column("expires_at_s", Float, nullable=False),
