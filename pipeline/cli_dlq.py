@@ -59,7 +59,7 @@ def list_(
     if json_output:
         print("\n".join(json.dumps(_summary(s), ensure_ascii=False) for s in shown))
         return
-    table = Table(title=f"{len(letters)} dead letter(s)", expand=True)
+    table = Table(title=f"{len(shown)} of {len(letters)} dead letter(s)", expand=True)
     for name in ("ref", "time (UTC)", "key", "reason", "source", "bytes"):
         table.add_column(name, overflow="fold")
     for stored in shown:
