@@ -22,6 +22,7 @@ from chat_support import MARCH, session, stream_lines
 if TYPE_CHECKING:
     from conftest import RunningServer, ServerStarter
 
+HOSTILE = "<img src=x onerror=document.title='owned'> how many flights?"
 BROWSER_TIMEOUT_S = 120.0
 VIRTUAL_TIME_BUDGET_MS = 30_000
 CHROMIUM_FLAGS = (
@@ -97,6 +98,8 @@ async def test_the_embed_page_draws_each_chart_then_refuses_the_reused_session(
     server: RunningServer, client: httpx.AsyncClient, chromium: str, tmp_path: Path
 ):
     chat_id = await _thread_with_charts(client, server, "emma")
+    hostile = {"input": HOSTILE, "chatId": chat_id, "sessionSettings": session("emma")}
+    await stream_lines(client, server, hostile)
     url = _embed_url(server, chat_id, await _session_id(client, server, "emma"))
     dom = await dump_dom(chromium, url, tmp_path / "first")
     assert _status(dom) == "rendered", dom[-3000:]
@@ -109,6 +112,8 @@ async def test_the_embed_page_draws_each_chart_then_refuses_the_reused_session(
     assert 'class="mark-text' in number  # a single number is drawn as text
     assert "Average arrival delay by carrier" in dom
     assert MARCH in dom
+    assert "<img" not in dom  # message text is text, never markup
+    assert "&lt;img src=x onerror=" in dom
     assert server.api_key not in dom
     reused = await dump_dom(chromium, url, tmp_path / "again")
     assert _status(reused) == "refused"
