@@ -205,9 +205,10 @@ def _query(
         cid = f"chart-{n}-{i}"
         charts.append((cid, {**spec, "data": {"values": _records(rows, names)}}))
         chart = f"<div id={cid} class=chart></div>"
+    total = q.get("total_rows") or 0
     return (
-        f"<div class=query><b>{title}</b>: used {html.escape(used)};"
-        f" {q.get('total_rows') or 0:,} rows.{chart}{_table(rows, names)}"
+        f"<div class=query><p><b>{title}</b>: used {html.escape(used)};"
+        f" {total:,} row{'' if total == 1 else 's'}.</p>{chart}{_table(rows, names)}"
         f"<details><summary>SQL</summary><pre>{html.escape(q.get('sql') or '')}</pre>"
         "</details></div>"
     )
@@ -242,7 +243,8 @@ _PAGE = """<!doctype html>
 <style>
 body{{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;color:#222}}
 .card{{border:1px solid #ddd;border-radius:6px;padding:0.6em 1em;margin:1em 0}}
-.who,.ids{{color:#555;font-size:90%}} .answer{{font-size:110%}} .problems{{color:#a00}}
+.who,.ids{{color:#555;font-size:90%}} .problems{{color:#a00}}
+.answer{{font-size:105%;white-space:pre-wrap}} .chart{{display:block;margin:0.4em 0}}
 table{{border-collapse:collapse;font-size:85%;margin:0.4em 0}}
 td,th{{border:1px solid #ccc;padding:2px 6px}} .note{{background:#ffe;padding:0.5em}}
 </style></head><body>

@@ -125,6 +125,30 @@ def test_replay_server_serves_the_archived_stream_through_the_chat_api_protocol(
         )
 
 
+def test_replay_server_keeps_recorded_gaps_until_aborted(
+    stack: ArchiveStack, hosted_jobs: dict[str, str]
+) -> None:
+    # Recorded gaps of ~10 ms at speed 0.0001 become pauses of many seconds: the replay is
+    # still paused after its first line when the abort arrives, and ends with __aborted__.
+    app = create_app(stack.settings, speed=0.0001, api_keys=[API_KEY])
+    with serve_in_thread(app) as port:
+        base = f"http://127.0.0.1:{port}" + wire.CHAT_PATH_TEMPLATE.format(
+            cloud_region="t", account_name="acme", agent_id="7"
+        )
+        auth = {"Authorization": f"Api-Key {API_KEY}"}
+        body = {"input": "cube_tools", "sessionSettings": {"externalId": HOSTED_IDENTITY}}
+        with httpx.stream("POST", base, json=body, headers=auth, timeout=60) as response:
+            lines = response.iter_lines()
+            first = json.loads(next(lines))
+            assert first["id"] == wire.ID_CUTOFF
+            abort = {"chatId": first["state"]["chatId"]}
+            assert httpx.post(base + wire.ABORT_SUFFIX, json=abort, headers=auth).status_code == 204
+            rest = [json.loads(line) for line in lines]
+        assert [line["id"] for line in rest] == [wire.ID_ABORTED]
+        unknown = httpx.post(base + wire.ABORT_SUFFIX, json={"chatId": "nope"}, headers=auth)
+        assert unknown.status_code == 404
+
+
 def test_rerun_against_the_replay_server_links_the_run_and_diff_finds_no_change(
     stack: ArchiveStack, run_a: RunOutcome
 ) -> None:
