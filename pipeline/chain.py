@@ -61,13 +61,11 @@ def line_key(
 ) -> bytes:
     """Returns: the key bytes hashed into a line's ``chain_hash`` (module docstring)."""
     at = received_at if received_at.tzinfo else received_at.replace(tzinfo=UTC)
-    micros = (at - _EPOCH) // _MICROSECOND
+    delta = at - _EPOCH
+    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
     return f"{job_id}\x1f{attempt}\x1f{line_no}\x1f{micros}\x1f{int(terminated)}".encode(
         "utf-8", "surrogatepass"
     )
-
-
-_MICROSECOND: Final = datetime(1970, 1, 1, 0, 0, 0, 1, tzinfo=UTC) - _EPOCH
 
 
 def link(previous: bytes, key: bytes, digest: bytes) -> bytes:
@@ -207,7 +205,7 @@ class VerifyReport:
 _VERIFY = """
 SELECT s.job_id, s.attempt, s.line_no, s.received_at, s.terminated, s.raw_sha256, s.chain_hash,
        s.redaction, s.raw_sha256 IS NOT NULL AND sha256(s.raw) = s.raw_sha256 AS raw_ok
-FROM "{schema}".stream_lines s JOIN "{schema}".jobs j USING (job_id)
+FROM "{schema}".stream_lines s LEFT JOIN "{schema}".jobs j USING (job_id)
 WHERE {where}
 ORDER BY s.job_id, s.attempt, s.line_no
 """
