@@ -34,6 +34,9 @@ from pipeline.settings import Settings
 logger = logging.getLogger(__name__)
 
 LINGER_MS: Final = 5
+PRODUCER_REQUEST_TIMEOUT_MS: Final = 120_000
+"""How long a queued record may wait for the broker (aiokafka's default is 40 s): long enough to
+ride out a broker restart without failing the job's records."""
 DEFAULT_PARTITIONS: Final = 4
 TOPIC_ERROR_ALREADY_EXISTS: Final = 36
 """Kafka protocol error code TOPIC_ALREADY_EXISTS in a CreateTopics response."""
@@ -75,7 +78,8 @@ def create_producer(settings: Settings, *, client_id: str = "chatscribe") -> AIO
 
     Returns:
         An ``AIOKafkaProducer`` with ``enable_idempotence=True``, ``acks="all"``,
-        ``max_request_size=settings.max_record_bytes`` and ``linger_ms=5``.
+        ``max_request_size=settings.max_record_bytes``, ``linger_ms=5`` and a request timeout
+        of :data:`PRODUCER_REQUEST_TIMEOUT_MS`.
     """
     return AIOKafkaProducer(
         bootstrap_servers=settings.kafka_bootstrap,
@@ -84,6 +88,7 @@ def create_producer(settings: Settings, *, client_id: str = "chatscribe") -> AIO
         acks="all",
         max_request_size=settings.max_record_bytes,
         linger_ms=LINGER_MS,
+        request_timeout_ms=PRODUCER_REQUEST_TIMEOUT_MS,
     )
 
 
