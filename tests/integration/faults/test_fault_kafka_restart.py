@@ -1,0 +1,97 @@
+"""Restart Kafka mid-run (a private broker, never the shared one): nothing is lost.
+
+The test starts its own broker with ``ops/services.sh`` (its own state folder and ports; the
+jars are linked from the shared cache), runs the stack on it, restarts the broker while jobs
+stream, and checks that producers and consumers reconnected and the run is complete.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fault_support import (
+    ROOT,
+    audit,
+    free_port,
+    make_jobs,
+    query,
+    running_stack,
+    stack_settings,
+    submit,
+    wait_archived,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+JOBS = 16
+LINE_DELAY_MS = 150
+SHARED_STATE = Path(os.environ.get("CHATSCRIBE_STATE_DIR", Path.home() / ".local/state/chatscribe"))
+
+
+def _services(env: dict[str, str], command: str) -> None:
+    done = subprocess.run(
+        [str(ROOT / "ops/services.sh"), command], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, f"services.sh {command}:\n{done.stdout}\n{done.stderr}"
+
+
+@pytest.fixture
+def private_kafka(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """A one-node Kafka of this test's own; yields its bootstrap address and ops env."""
+    state = tmp_path / "state"
+    (state / "kafka").mkdir(parents=True)
+    shared = SHARED_STATE / "kafka"
+    (state / "kafka/libs").symlink_to(shared / "libs")
+    (state / "kafka/libs.pom.sha256").write_bytes((shared / "libs.pom.sha256").read_bytes())
+    bootstrap = f"127.0.0.1:{free_port()}"
+    env = {
+        **os.environ,
+        "CHATSCRIBE_STATE_DIR": str(state),
+        "CHATSCRIBE_KAFKA_BOOTSTRAP": bootstrap,
+        "CHATSCRIBE_KAFKA_CONTROLLER_PORT": str(free_port()),
+    }
+    _services(env, "start-kafka")
+    try:
+        yield bootstrap, env
+    finally:
+        _services(env, "stop-kafka")
+
+
+def test_fault_kafka_restart_mid_run_loses_nothing(
+    private_kafka: tuple[str, dict[str, str]],
+    database_url: str,
+    pg_conninfo: str,
+    tmp_path: Path,
+) -> None:
+    bootstrap, ops_env = private_kafka
+    settings = stack_settings(bootstrap, database_url, worker_concurrency=4)
+    schema = settings.database_schema
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with running_stack(
+        settings, pg_conninfo, logs, workers=2, line_delay_ms=LINE_DELAY_MS
+    ) as stack:
+        jobs = make_jobs(JOBS, stack.chat_url)
+        run_id = jobs[0].run_id
+        submit(settings, jobs)
+        streaming = (
+            "SELECT count(*) AS n FROM {s}.jobs WHERE run_id = %(run)s"
+            " AND status = 'running' AND first_line_at IS NOT NULL"
+        )
+        wait_until(
+            lambda: query(pg_conninfo, schema, streaming, run=run_id)[0]["n"] >= 2,
+            timeout_s=90,
+            what="jobs streaming",
+            stack=stack,
+        )
+        _services(ops_env, "restart-kafka")
+        wait_archived(pg_conninfo, schema, run_id, JOBS, timeout_s=180, check=stack.check)
+        numbers = audit(pg_conninfo, schema, run_id, JOBS, stack.sent_log)
+        print(f"\nkafka restart: {numbers}")
+    assert numbers.outcomes == {"completed": JOBS}
+    assert numbers.lines_sent_not_stored == 0
