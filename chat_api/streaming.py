@@ -131,6 +131,11 @@ class TurnRun:
         chat_id = self.turn.request.chat_id
         return f"TurnRun(chat_id={chat_id} lines={len(self._lines)} outcome={self.outcome})"
 
+    @property
+    def published(self) -> int:
+        """Lines published so far."""
+        return len(self._lines)
+
     def start(self) -> None:
         """Starts the turn as a task of the running event loop."""
         self._task = asyncio.get_running_loop().create_task(self._run())

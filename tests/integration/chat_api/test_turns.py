@@ -61,6 +61,18 @@ async def test_the_same_message_id_with_another_input_is_409(
         )
 
 
+async def test_the_next_input_right_after_the_last_line_is_never_409(
+    server: RunningServer, client: httpx.AsyncClient
+):
+    """The thread is freed before a turn's last line is sent (the cause of a once-flaky 409)."""
+    settings = session("quinn")
+    first = await stream_lines(client, server, {"input": MARCH, "sessionSettings": settings})
+    body = {"input": MARCH, "chatId": first[0]["state"]["chatId"], "sessionSettings": settings}
+    for _ in range(20):
+        lines = await stream_lines(client, server, body)  # asserts 200 each time
+        assert lines[-1]["id"] == wire.ID_USAGE
+
+
 async def test_a_message_id_resent_after_its_turn_ended_asks_nothing_again(
     server: RunningServer, client: httpx.AsyncClient
 ):

@@ -38,10 +38,12 @@ class Recorder:
     def __init__(self, *, fail: bool = False) -> None:
         self.fail = fail
         self.seen_at_end: int | None = None
+        self.published_at_end: int | None = None
         self.received: list[dict[str, Any]] = []
 
     async def __call__(self, run: TurnRun) -> None:
         self.seen_at_end = len(self.received)
+        self.published_at_end = run.published
         if self.fail:
             raise RuntimeError("database is gone")
 
@@ -66,6 +68,7 @@ async def test_the_end_callback_runs_before_the_last_line_is_published(toolbox: 
     lines = await _collect(run, recorder)
     assert lines[0]["id"] == wire.ID_CUTOFF
     assert lines[-1]["id"] == wire.ID_USAGE
+    assert recorder.published_at_end == len(lines) - 1  # all but __usage__
     assert recorder.seen_at_end is not None
     assert recorder.seen_at_end < len(lines)
     assert run.outcome == "completed"
