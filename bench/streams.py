@@ -8,9 +8,9 @@ Each measurement runs in a fresh process (:mod:`bench.drive`) against the synthe
 * ``httpx``: the baseline, plain httpx reading and discarding, one ``AsyncClient`` per 10
   streams (the fastest plain-httpx layout here; see ``bench/README.md``);
 * ``httpx-one-client``: the same with one ``AsyncClient`` for all streams, as a naive script
-  would, and as the worker's ChatClient does;
-* ``worker-sharded`` (C >= 100 only): the worker with one ChatClient per 10 streams, the fix
-  this benchmark points at.
+  would (httpcore's pool degrades with the number of connections it holds; the worker's
+  ChatClient splits its connections into pools of ``pipeline.client.STREAMS_PER_POOL``, so the
+  like-for-like baseline is the per-10 one).
 """
 
 from __future__ import annotations
@@ -98,6 +98,4 @@ def measure_level(
         "httpx-one-client": drive("httpx", streams_per_client=0, **common),
         "worker": drive("worker", streams_per_client=0, **common),
     }
-    if concurrency >= 100:
-        found["worker-sharded"] = drive("worker", streams_per_client=SHARD, **common)
     return found

@@ -123,7 +123,7 @@ def _level(url: str, space: BenchSpace, concurrency: int, count: int) -> list[Re
             ours.lines_per_s,
             one.lines_per_s,
             "lines/s",
-            "plain httpx with one AsyncClient for all streams (as the worker's ChatClient)",
+            "plain httpx with one AsyncClient for all streams (the naive script)",
         ),
     ]
     for pct in ("p50", "p99"):
@@ -147,17 +147,6 @@ def _level(url: str, space: BenchSpace, concurrency: int, count: int) -> list[Re
             "peak RSS growth / C of the httpx baseline",
         )
     )
-    sharded = found.get("worker-sharded")
-    if sharded is not None:
-        results.append(
-            Result(
-                f"{name}-worker-sharded",
-                sharded.lines_per_s,
-                base.lines_per_s,
-                "lines/s",
-                label + " (ours: one ChatClient per 10 streams)",
-            )
-        )
     return results
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -55,6 +55,10 @@ logger = logging.getLogger(__name__)
 DEFAULT_CONNECT_TIMEOUT_S: Final = 5.0
 DEFAULT_READ_TIMEOUT_S: Final = 120.0
 DEFAULT_CONCURRENCY: Final = 8
+STREAMS_PER_POOL: Final = 10
+"""Streams one ``httpx.AsyncClient`` (one httpcore pool) carries. httpcore's pool scans every
+connection and waiting request each time a request starts or ends, so one pool for hundreds of
+streams spends most of the event loop there (bench/README.md, "Stream driving")."""
 ERROR_BODY_LIMIT_BYTES: Final = 64 * 1024
 """How much of an error response's body is read to find its message."""
 ERROR_MESSAGE_CHARS: Final = 500
@@ -126,7 +130,11 @@ def error_message(body: bytes) -> str:
 
 
 class ChatClient:
-    """One pooled HTTP/1.1 connection set to Chat API services, used as an async context manager.
+    """Pooled HTTP/1.1 connections to Chat API services, used as an async context manager.
+
+    The connections are split into ``ceil(concurrency / STREAMS_PER_POOL)`` independent pools
+    (one ``httpx.AsyncClient`` each); every call goes to the pool with the fewest calls in
+    flight, the next one in turn among equals.
 
     Args:
         settings: Source of the API key, timeouts and pool size (``worker_concurrency``);
@@ -135,8 +143,8 @@ class ChatClient:
             same header as generate-session).
         connect_timeout_s: Time allowed to connect, to send, and to wait for a pooled connection.
         read_timeout_s: Longest silence allowed between two chunks of a response.
-        concurrency: Streams driven at once; the pool holds twice that many connections so
-            abort calls never wait behind streams.
+        concurrency: Streams driven at once; the pools hold twice that many connections (plus
+            two each) so abort calls never wait behind streams.
         transport: An httpx transport to use instead of the network (tests).
     """
 
@@ -155,19 +163,36 @@ class ChatClient:
             raise ValueError("ChatClient needs settings or api_key")
         connect_s = _pick(connect_timeout_s, settings, "connect_timeout_s")
         read_s = _pick(read_timeout_s, settings, "read_timeout_s")
-        streams = int(_pick(concurrency, settings, "worker_concurrency"))
-        self._http = httpx.AsyncClient(
-            headers={"Authorization": _authorization(key), "Content-Type": "application/json"},
-            timeout=httpx.Timeout(connect=connect_s, read=read_s, write=connect_s, pool=connect_s),
-            limits=httpx.Limits(max_connections=2 * streams + 2, max_keepalive_connections=streams),
-            transport=transport,
-            follow_redirects=False,
-        )
+        streams = max(int(_pick(concurrency, settings, "worker_concurrency")), 1)
+        per_pool = min(streams, STREAMS_PER_POOL)
+        verify = httpx.create_ssl_context()  # built once: ~20 ms of CPU each
+        self._pools = [
+            httpx.AsyncClient(
+                headers={"Authorization": _authorization(key), "Content-Type": "application/json"},
+                timeout=httpx.Timeout(
+                    connect=connect_s, read=read_s, write=connect_s, pool=connect_s
+                ),
+                limits=httpx.Limits(
+                    max_connections=2 * per_pool + 2, max_keepalive_connections=per_pool
+                ),
+                transport=transport,
+                verify=verify,
+                follow_redirects=False,
+            )
+            for _ in range(-(-streams // per_pool))
+        ]
+        self._in_flight = [0] * len(self._pools)
+        self._next = 0
         self.streams_opened = 0
         self.lines_read = 0
 
     def __repr__(self) -> str:
         return f"<ChatClient streams_opened={self.streams_opened} lines_read={self.lines_read}>"
+
+    @property
+    def pool_loads(self) -> tuple[int, ...]:
+        """Calls in flight per connection pool (a pool holds ``STREAMS_PER_POOL`` streams)."""
+        return tuple(self._in_flight)
 
     async def __aenter__(self) -> ChatClient:
         return self
@@ -181,8 +206,9 @@ class ChatClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Closes the connection pool."""
-        await self._http.aclose()
+        """Closes every connection pool."""
+        for pool in self._pools:
+            await pool.aclose()
 
     async def stream_chat(
         self, url: str, request: ChatRequest, *, api_key: str | SecretStr | None = None
@@ -207,25 +233,23 @@ class ChatClient:
             ChatConnectError: No connection, or no response headers in time.
             StreamBrokenError: Read error, disconnect or read timeout after the stream started.
         """
-        response = await self._open(url, request.to_wire(), api_key)
-        self.streams_opened += 1
-        splitter = NdjsonSplitter()
-        line_no = 0
-        try:
-            async with aclosing(_lines(response, splitter)) as lines:
-                async for raw_line, received_at in lines:
+        async with self._call(url, request.to_wire(), api_key) as response:
+            self.streams_opened += 1
+            splitter = NdjsonSplitter()
+            line_no = 0
+            try:
+                async with aclosing(_lines(response, splitter)) as lines:
+                    async for raw_line, received_at in lines:
+                        line_no += 1
+                        self.lines_read += 1
+                        yield _stream_line(line_no, raw_line, received_at)
+            except httpx.HTTPError as exc:
+                tail = splitter.finish()
+                if tail is not None:
                     line_no += 1
                     self.lines_read += 1
-                    yield _stream_line(line_no, raw_line, received_at)
-        except httpx.HTTPError as exc:
-            tail = splitter.finish()
-            if tail is not None:
-                line_no += 1
-                self.lines_read += 1
-                yield _stream_line(line_no, tail, utc_now())
-            raise StreamBrokenError(_describe(exc), url=url, lines_read=line_no) from exc
-        finally:
-            await response.aclose()
+                    yield _stream_line(line_no, tail, utc_now())
+                raise StreamBrokenError(_describe(exc), url=url, lines_read=line_no) from exc
 
     async def abort(
         self, url: str, request: AbortRequest, *, api_key: str | SecretStr | None = None
@@ -242,9 +266,9 @@ class ChatClient:
             (403 when the user does not own the thread, 404 for an unknown chatId).
         """
         abort_url = url.rstrip("/") + wire.ABORT_SUFFIX
-        response = await self._open(abort_url, request.to_wire(), api_key)
-        await response.aclose()
-        logger.info("chat aborted chat_id=%s status=%s", request.chat_id, response.status_code)
+        async with self._call(abort_url, request.to_wire(), api_key) as response:
+            status = response.status_code
+        logger.info("chat aborted chat_id=%s status=%s", request.chat_id, status)
 
     async def generate_session(
         self, base_url: str, request: GenerateSessionRequest
@@ -263,40 +287,61 @@ class ChatClient:
             ChatServerError also when a 2xx body is not ``{"sessionId": ...}``.
         """
         url = base_url.rstrip("/") + wire.GENERATE_SESSION_PATH
-        response = await self._open(url, request.to_wire())
-        try:
-            body = await response.aread()
-        except httpx.HTTPError as exc:
-            raise ChatConnectError(f"response body broke: {_describe(exc)}", url=url) from exc
-        finally:
-            await response.aclose()
+        async with self._call(url, request.to_wire()) as response:
+            try:
+                body = await response.aread()
+            except httpx.HTTPError as exc:
+                raise ChatConnectError(f"response body broke: {_describe(exc)}", url=url) from exc
         try:
             return GenerateSessionResponse.model_validate_json(body)
         except ValidationError as exc:
             message = f"response is not a session: {error_message(body)}"
             raise ChatServerError(message, status_code=response.status_code, url=url) from exc
 
-    async def _open(
+    @asynccontextmanager
+    async def _call(
         self, url: str, body: dict[str, Any], api_key: str | SecretStr | None = None
-    ) -> httpx.Response:
-        """POSTs ``body`` and returns the streaming response once its status is a success."""
-        headers = {"Authorization": _authorization(api_key)} if api_key is not None else None
+    ) -> AsyncIterator[httpx.Response]:
+        """POSTs ``body`` through the least busy pool; yields the successful streaming response
+        and closes it on exit. Raises as :meth:`stream_chat` (before yielding)."""
+        pool = min(range(len(self._pools)), key=self._load)
+        self._next = pool + 1
+        self._in_flight[pool] += 1
         try:
-            request = self._http.build_request("POST", url, json=body, headers=headers)
-            response = await self._http.send(request, stream=True)
-        except httpx.TimeoutException as exc:
-            raise ChatConnectError(f"no response in time: {_describe(exc)}", url=url) from exc
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise ChatConnectError(f"cannot reach the Chat API: {_describe(exc)}", url=url) from exc
-        if response.is_success:
-            return response
-        try:
-            body_start = await _read_limited(response)
+            response = await _open(self._pools[pool], url, body, api_key)
+            try:
+                yield response
+            finally:
+                await response.aclose()
         finally:
-            await response.aclose()
-        error = error_for_status(response.status_code, error_message(body_start), url=url)
-        logger.debug("chat api error url=%s status=%s error=%r", url, response.status_code, error)
-        raise error
+            self._in_flight[pool] -= 1
+
+    def _load(self, pool: int) -> tuple[int, int]:
+        """Sort key of a pool: calls in flight, then its distance from the next one in turn."""
+        return self._in_flight[pool], (pool - self._next) % len(self._pools)
+
+
+async def _open(
+    http: httpx.AsyncClient, url: str, body: dict[str, Any], api_key: str | SecretStr | None
+) -> httpx.Response:
+    """POSTs ``body`` and returns the streaming response once its status is a success."""
+    headers = {"Authorization": _authorization(api_key)} if api_key is not None else None
+    try:
+        request = http.build_request("POST", url, json=body, headers=headers)
+        response = await http.send(request, stream=True)
+    except httpx.TimeoutException as exc:
+        raise ChatConnectError(f"no response in time: {_describe(exc)}", url=url) from exc
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise ChatConnectError(f"cannot reach the Chat API: {_describe(exc)}", url=url) from exc
+    if response.is_success:
+        return response
+    try:
+        body_start = await _read_limited(response)
+    finally:
+        await response.aclose()
+    error = error_for_status(response.status_code, error_message(body_start), url=url)
+    logger.debug("chat api error url=%s status=%s error=%r", url, response.status_code, error)
+    raise error
 
 
 async def _lines(

@@ -34,6 +34,10 @@ from pipeline.settings import Settings
 logger = logging.getLogger(__name__)
 
 LINGER_MS: Final = 5
+MAX_BATCH_BYTES: Final = 256 * 1024
+"""Producer batch size per partition (aiokafka's default is 16 KiB). The idempotent producer
+has one request in flight per partition, and a send into a full batch waits for that request:
+with 16 KiB, 100 streams' lines queued ~150 ms in the producer (bench ``stream-c100``)."""
 PRODUCER_REQUEST_TIMEOUT_MS: Final = 120_000
 """How long a queued record may wait for the broker (aiokafka's default is 40 s): long enough to
 ride out a broker restart without failing the job's records."""
@@ -78,7 +82,8 @@ def create_producer(settings: Settings, *, client_id: str = "chatscribe") -> AIO
 
     Returns:
         An ``AIOKafkaProducer`` with ``enable_idempotence=True``, ``acks="all"``,
-        ``max_request_size=settings.max_record_bytes``, ``linger_ms=5`` and a request timeout
+        ``max_request_size=settings.max_record_bytes``, ``linger_ms=5``, batches of up to
+        :data:`MAX_BATCH_BYTES` (a larger record gets a batch of its own) and a request timeout
         of :data:`PRODUCER_REQUEST_TIMEOUT_MS`.
     """
     return AIOKafkaProducer(
@@ -88,6 +93,7 @@ def create_producer(settings: Settings, *, client_id: str = "chatscribe") -> AIO
         acks="all",
         max_request_size=settings.max_record_bytes,
         linger_ms=LINGER_MS,
+        max_batch_size=min(MAX_BATCH_BYTES, settings.max_record_bytes),
         request_timeout_ms=PRODUCER_REQUEST_TIMEOUT_MS,
     )
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import aclosing
@@ -235,3 +236,51 @@ async def test_stream_chat_per_call_api_key_overrides_the_clients() -> None:
     async with client, aclosing(client.stream_chat(URL, REQUEST, api_key="own")) as lines:
         assert [line async for line in lines] == []
     assert seen == ["Api-Key own"]
+
+
+async def test_streams_spread_over_pools_of_ten_and_every_call_gives_its_place_back() -> None:
+    release = asyncio.Event()
+
+    async def held() -> AsyncIterator[bytes]:
+        yield b'{"content":"a"}\n'
+        await release.wait()
+        yield b'{"content":"b"}\n'
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/abort"):
+            return httpx.Response(404, json={"error": "unknown chat"})
+        return httpx.Response(200, content=held())
+
+    client = ChatClient(api_key="k", concurrency=25, transport=httpx.MockTransport(handler))
+    assert client.pool_loads == (0, 0, 0)
+    streams = [client.stream_chat(URL, REQUEST) for _ in range(25)]
+    firsts = [await anext(stream) for stream in streams]
+    assert [line.line_no for line in firsts] == [1] * 25
+    assert client.pool_loads == (9, 8, 8)
+    release.set()
+    seconds = [[line.raw async for line in stream] for stream in streams[:5]]
+    assert seconds == [[b'{"content":"b"}']] * 5
+    assert sum(client.pool_loads) == 20
+    for stream in streams[5:]:
+        await stream.aclose()
+    assert client.pool_loads == (0, 0, 0)
+    with pytest.raises(ChatNotFoundError):
+        await client.abort(URL, AbortRequest(chat_id="c1"))
+    assert client.pool_loads == (0, 0, 0)
+    await client.aclose()
+
+
+async def test_a_connect_error_gives_its_pool_place_back() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    async with ChatClient(api_key="k", transport=httpx.MockTransport(handler)) as client:
+        for _ in range(3):
+            with pytest.raises(ChatConnectError):
+                await _first(client)
+        assert client.pool_loads == (0,)
+
+
+async def _first(client: ChatClient) -> StreamLine:
+    async with aclosing(client.stream_chat(URL, REQUEST)) as lines:
+        return await anext(lines)
