@@ -1,6 +1,7 @@
 """The worker process: a faust app that runs the chat jobs of ``chat.requests``.
 
-The only module that imports faust (and mode). Per record of ``chat.requests``:
+With :mod:`pipeline.worker_group` (its consumer group), the only module that imports faust (and
+mode). Per record of ``chat.requests``:
 
 1. parse it as a :class:`~models.records.ChatJob`; if it is not one, the original bytes go to
    ``chat.requests.dlq`` with the reason and source topic/partition/offset in headers;
@@ -11,13 +12,14 @@ The only module that imports faust (and mode). Per record of ``chat.requests``:
    (:func:`pipeline.attempts.plan_attempt`);
 3. :class:`~pipeline.jobs.JobRunner` runs it: ``started``, every line to ``chat.lines``,
    ``first_line``, and one terminal event, all durable before it returns;
-4. only then does the agent take the next record, which is when faust acks this one; faust
-   commits the offset once every earlier offset of the partition is acked too.
+4. only then is the record acked, and only once every earlier record of its partition taken
+   here has ended too (:mod:`pipeline.ordered_acks`); faust commits acked offsets.
 
 So a job's offset is committed only after its lines and terminal event are in Kafka
-(at-least-once). On a rebalance faust waits for the running jobs of revoked partitions to end
-and be acked (``stream_wait_empty``) before it commits and gives the partitions up; a job whose
-worker died is redelivered from the last committed offset to the next owner.
+(at-least-once). On a rebalance faust waits for the running jobs to end and be acked
+(``stream_wait_empty``) before it commits and gives the partitions up
+(:mod:`pipeline.worker_group`); a job whose worker died is redelivered from the last committed
+offset to the next owner.
 
 An error of the job's own (HTTP, stream, bug) becomes a ``failed`` event and
 never escapes the agent (faust would ack and drop the record silently). When Kafka itself does
@@ -25,8 +27,9 @@ not confirm the records, the worker crashes instead: the record stays unacknowle
 redelivered after a restart.
 
 ``chat.cancellations`` (key: job id) aborts a running job of this worker; the topic has as many
-partitions as ``chat.requests``, so faust's co-partitioning assignor gives a job's cancellation
-to the worker that holds the job's partition.
+partitions as ``chat.requests``, so faust's co-partitioning assignor
+(:class:`~pipeline.worker_group.BalancedAssignor`) gives a job's cancellation to the worker that
+holds the job's partition.
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ import os
 import socket
 import tempfile
 from collections import OrderedDict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -63,7 +65,9 @@ from pipeline.kafka import (
     ensure_topics,
     produce,
 )
+from pipeline.ordered_acks import OrderedAcks
 from pipeline.settings import Settings
+from pipeline.worker_group import BalancedAssignor, add_rebalance_hooks, assignment
 
 logger = logging.getLogger(__name__)
 
@@ -268,6 +272,10 @@ def create_app(settings: Settings) -> faust.App:
         producer_acks=-1,
         broker_commit_every=1,
         broker_commit_interval=0.5,
+        # faust's aiokafka driver uses the app's (co-partitioning) assignor only when this is
+        # above 0 or the app has tables; BalancedAssignor then ignores it.
+        table_standby_replicas=1,
+        PartitionAssignor=BalancedAssignor,
         stream_wait_empty=True,
         stream_processing_timeout=hard_limit_s,
         broker_rebalance_timeout=hard_limit_s,
@@ -275,35 +283,12 @@ def create_app(settings: Settings) -> faust.App:
         broker_heartbeat_interval=min(3.0, session_s / 6),
         broker_request_timeout=max(90.0, session_s * 1.5),
     )
-    assigned = _assignment(app, settings.topic(wire.TOPIC_REQUESTS))
-    resources = WorkerResources(settings, lag=LagReporter(settings, assigned))
+    requests = settings.topic(wire.TOPIC_REQUESTS)
+    resources = WorkerResources(settings, lag=LagReporter(settings, assignment(app, requests)))
     app.add_dependency(resources)
     _add_agents(app, settings, resources)
-    _add_rebalance_hooks(app, resources)
+    add_rebalance_hooks(app, resources.history, worker_id=resources.worker_id, topic=requests)
     return app
-
-
-def _add_rebalance_hooks(app: faust.App, resources: WorkerResources) -> None:
-    """Forgets the job history on every rebalance (other workers may have run jobs since)."""
-
-    def forget(sender: Any, *args: Any, **kwargs: Any) -> None:
-        resources.history.forget()
-
-    app.on_partitions_revoked.connect(cast(Any, forget))  # mode types its handlers oddly
-    app.on_partitions_assigned.connect(cast(Any, forget))
-
-
-def _assignment(app: faust.App, topic: str) -> Callable[[], list[tuple[str, int]]]:
-    """Returns: a function giving this worker's assigned partitions of ``topic``."""
-
-    def assigned() -> list[tuple[str, int]]:
-        try:
-            tps = app.consumer.assignment()
-        except Exception:  # the consumer is not started yet
-            return []
-        return [(tp.topic, tp.partition) for tp in tps if tp.topic == topic]
-
-    return assigned
 
 
 def _add_agents(app: faust.App, settings: Settings, resources: WorkerResources) -> None:
@@ -312,11 +297,16 @@ def _add_agents(app: faust.App, settings: Settings, resources: WorkerResources) 
         settings.topic(wire.TOPIC_CANCELLATIONS), partitions=DEFAULT_PARTITIONS
     )
 
+    acks: OrderedAcks[EventT[Any]] = OrderedAcks()
+
     @app.agent(requests, name="chat-jobs", concurrency=settings.worker_concurrency)
     async def chat_jobs(stream: StreamT[Any]) -> None:
-        # Manual acks: a record is acked only after its job's records are durable.
+        # Manual acks: a record is acked only after its job's records are durable, and only
+        # once every earlier record of its partition is (pipeline.ordered_acks).
         manual: StreamT[Any] = cast(faust.Stream[Any], stream).noack()
         async for event in manual.events():
+            tp, offset = event.message.tp, event.message.offset
+            acks.begin(tp, offset)
             try:
                 await resources.process(event)
             except RecordDeliveryError as exc:
@@ -324,7 +314,8 @@ def _add_agents(app: faust.App, settings: Settings, resources: WorkerResources) 
                 return  # without acking: the record is redelivered after a restart
             except Exception as exc:  # a bug: log it, and do not hold the partition back
                 logger.exception("chat.requests record dropped error=%r", exc)
-            await manual.ack(event)
+            for done in acks.finish(tp, offset, event):
+                await manual.ack(done)
 
     @app.agent(cancellations, name="chat-cancellations")
     async def chat_cancellations(stream: StreamT[Any]) -> None:
