@@ -29,6 +29,7 @@ Raw lines are ``bytea`` and never need it.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Final
 
@@ -259,13 +260,47 @@ def storable_text(value: str) -> str:
 
 def storable_json(value: Any) -> Any:
     """Returns: a decoded JSON value ``jsonb`` accepts: strings (keys too) cleaned as
-    :func:`storable_text`, non-finite floats as None; nested values likewise."""
+    :func:`storable_text`, non-finite floats as None, keys as ``str(key)``, tuples as lists;
+    nested values likewise. A value that needs none of that is returned as it is (checked on
+    its JSON text, in C: :func:`_needs_cleaning`), the others are rebuilt by a walk."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict | list | tuple) and not _needs_cleaning(value):
+        return value
+    return _cleaned_json(value)
+
+
+def _needs_cleaning(value: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> bool:
+    """True unless :func:`_cleaned_json` would return an equal value of the same types.
+
+    Serialises ``value`` once with ``allow_nan=False`` (a non-finite float raises) and no ASCII
+    escaping (NUL is still written ``\\u0000``, a lone surrogate stays and fails UTF-8), then
+    parses the text back: a parse equal to ``value`` has only string keys and no tuples
+    (``[1] != (1,)``, ``{"1": 0} != {1: 0}``). Anything else JSON cannot write (datetimes,
+    cycles) is left to the walk.
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return True
+    if "\\u0000" in text:
+        return True
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+    return bool(json.loads(text) != value)
+
+
+def _cleaned_json(value: Any) -> Any:
+    """The walk behind :func:`storable_json`: every string, key and float of ``value``."""
     if isinstance(value, str):
         return storable_text(value)
     if isinstance(value, dict):
-        return {storable_text(str(k)): storable_json(v) for k, v in value.items()}
+        return {storable_text(str(k)): _cleaned_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [storable_json(v) for v in value]
+        return [_cleaned_json(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value

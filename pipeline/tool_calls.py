@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,6 +29,9 @@ from pipeline.sql_refs import touched
 
 MAX_NESTING = 8
 """How deep :func:`unnest` looks for JSON strings inside a payload."""
+_NESTED_JSON = re.compile(r'"(?:\s|\\[bfnrt/"\\]|\\u[0-9a-fA-F]{4})*[\[{]')
+"""In a payload's JSON text: a string that may start (after whitespace, raw or escaped) with
+``{`` or ``[``. Without a match :func:`unnest` would change nothing, so it is not called."""
 
 
 class ArchiveRow:
@@ -131,13 +135,26 @@ def parse_payload(
         ``(object, None)`` with nested JSON strings parsed (see :func:`unnest`); ``(None, None)``
         when the part is absent; ``(None, reason)`` when it is not a JSON object.
     """
+    text = getattr(call, part)
     try:
-        value = tools.load_payload(getattr(call, part), tool_name=call.name or "", part=part)
+        value = tools.load_payload(text, tool_name=call.name or "", part=part)
     except ToolPayloadError as exc:
         return None, str(exc)
     if value is None:
         return None, None
-    return {k: unnest(v, MAX_NESTING) for k, v in value.items()}, None
+    if not _NESTED_JSON.search(text):
+        return value, None
+    return {k: _unnest_member(v) for k, v in value.items()}, None
+
+
+def _unnest_member(value: Any) -> Any:
+    """:func:`unnest` of a payload's member, skipped when its JSON text has no candidate (a
+    result's ``data`` rows are most of it, a ``vegaSpec`` string beside them is the match)."""
+    if isinstance(value, dict | list) and not _NESTED_JSON.search(
+        json.dumps(value, ensure_ascii=False)
+    ):
+        return value
+    return unnest(value, MAX_NESTING)
 
 
 def unnest(value: Any, depth: int = MAX_NESTING) -> Any:
