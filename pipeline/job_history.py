@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -29,6 +29,14 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 from pydantic import ValidationError
+from tenacity import (
+    AsyncRetrying,
+    RetryError,
+    retry_if_exception_type,
+    retry_if_result,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
 
 from models.records import JobEvent
 from models.wire import TOPIC_JOB_EVENTS
@@ -42,6 +50,51 @@ CLOCK_SKEW_MARGIN_MS: Final = 5 * 60 * 1000
 """How far before the job's submission time the scan starts."""
 SCAN_BATCH_RECORDS: Final = 5000
 SCAN_POLL_MS: Final = 1000
+PARTITIONS_WAIT_S: Final = 60.0
+"""How long a starting worker waits for a topic's partitions to show in Kafka's metadata."""
+PARTITIONS_RETRY_MAX_S: Final = 2.0
+
+
+async def topic_partitions(
+    lookup: Callable[[], Awaitable[Iterable[int] | None]],
+    *,
+    topic: str,
+    timeout_s: float = PARTITIONS_WAIT_S,
+) -> list[int]:
+    """Returns: the partitions of ``topic``, sorted, once Kafka's metadata lists some.
+
+    Right after a topic is created, the broker's metadata may list it with no partition yet
+    (their leaders are still being elected); aiokafka's ``producer.partitions_for`` then gives
+    an empty set. So ``lookup`` is called again, with exponential backoff and jitter (0.1 s up
+    to 2 s), until it gives partitions or ``timeout_s`` passed.
+
+    Args:
+        lookup: Asks Kafka for the topic's partitions (``lambda: producer.partitions_for(t)``).
+        topic: The topic's name, for the error.
+        timeout_s: Seconds to keep trying.
+
+    Raises:
+        RecordDeliveryError: The topic still has no partition after ``timeout_s``, or Kafka
+            kept failing (``KafkaError``).
+    """
+    retrying = AsyncRetrying(
+        stop=stop_after_delay(timeout_s),
+        wait=wait_exponential_jitter(initial=0.1, max=PARTITIONS_RETRY_MAX_S),
+        retry=retry_if_result(lambda found: not found) | retry_if_exception_type(KafkaError),
+    )
+
+    async def sorted_partitions() -> list[int]:
+        return sorted(await lookup() or ())
+
+    try:
+        found: list[int] = await retrying(sorted_partitions)
+    except RetryError as exc:
+        last = exc.last_attempt
+        detail = repr(last.exception()) if last.failed else "none listed"
+        raise RecordDeliveryError(
+            f"topic has no partitions after {timeout_s:g} s ({detail})", topic=topic
+        ) from exc
+    return found
 
 
 @dataclass

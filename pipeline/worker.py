@@ -55,7 +55,7 @@ from pipeline import metrics
 from pipeline.attempts import PriorAttempts
 from pipeline.client import ChatClient
 from pipeline.consumer_lag import LagReporter
-from pipeline.job_history import JobHistory
+from pipeline.job_history import JobHistory, topic_partitions
 from pipeline.jobs import ABORT_GRACE_S, JobControl, JobRunner
 from pipeline.kafka import (
     DEFAULT_PARTITIONS,
@@ -115,7 +115,11 @@ class WorkerResources(Service):
         self._producer = create_producer(self.settings, client_id=f"chatscribe-{self.worker_id}")
         await self._producer.start()
         events_topic = self.settings.topic(wire.TOPIC_JOB_EVENTS)
-        await self.history.start(await self._producer.partitions_for(events_topic))
+        producer = self._producer
+        partitions = await topic_partitions(
+            lambda: producer.partitions_for(events_topic), topic=events_topic
+        )
+        await self.history.start(partitions)
         if self._lag is not None:
             self._lag_task = asyncio.create_task(self._lag.run(), name="consumer-lag")
         self._client = ChatClient(self.settings)
