@@ -57,7 +57,7 @@ NAMING_CONVENTION: Final = {
 }
 JOB_STATUSES: Final = ("submitted", "running", "completed", "failed", "aborted")
 EVENT_KINDS: Final = ("accepted", "started", "first_line", "completed", "failed", "aborted")
-ANSWER_SOURCES: Final = ("final", "fallback", "none")
+ANSWER_SOURCES: Final = ("final", "state", "fallback", "none")
 TOOL_KINDS: Final = ("meta", "sql", "other")
 REDACTIONS: Final = ("redacted", "deleted")
 

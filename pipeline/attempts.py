@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from models import wire
 from models.chat import StreamMessage
 from models.records import JobEvent
 from pipeline.errors import ChatHttpError, StreamBrokenError
+from pipeline.thread_state import state_answer
 
 TerminalKind = Literal["completed", "failed", "aborted"]
 AttemptMode = Literal["ask", "state", "exhausted"]
@@ -46,8 +47,6 @@ ERROR_TYPE_BROKEN: Final = StreamBrokenError.__name__
 """``error_type`` of an attempt whose stream broke mid-way: the job continues as a new attempt."""
 HTTP_OK: Final = 200
 DEFAULT_MAX_ATTEMPTS: Final = 3
-_ANSWER_ROLES: Final = frozenset({"assistant", "ai"})
-_QUESTION_ROLES: Final = frozenset({"user", "human"})
 
 
 @dataclass
@@ -143,27 +142,9 @@ def outcome(
 
 
 def _state_answers(message: StreamMessage) -> bool:
-    """True for a ``__state__`` line whose ``messages`` hold an answer after the last question.
-
-    Our service's messages are ``{"id", "role", "content"}``; hosted ones are serialised agent
-    framework messages (field notes, "Lines that the interface does not list"), so ``type``
-    ``ai``/``human`` count as roles too.
-    """
-    if message.id != wire.ID_STATE:
-        return False
-    found: Any = (message.state or {}).get("messages")
-    if not isinstance(found, list):
-        return False
-    roles = [_role(item) for item in found]
-    last_question = max((i for i, r in enumerate(roles) if r in _QUESTION_ROLES), default=-1)
-    return any(r in _ANSWER_ROLES for r in roles[last_question + 1 :])
-
-
-def _role(item: Any) -> str | None:
-    if not isinstance(item, dict):
-        return None
-    role = item.get("role", item.get("type"))
-    return role.lower() if isinstance(role, str) else None
+    """True for a ``__state__`` line whose ``messages`` hold an answer after the last question
+    (:func:`pipeline.thread_state.state_answer`)."""
+    return message.id == wire.ID_STATE and state_answer(message.state) is not None
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,11 @@ answer"):
 * Lines without ``id`` form no message: bare ``{"error": ...}`` lines are collected in
   :attr:`Transcript.errors`, unparsable lines in :attr:`Transcript.parse_errors`.
 * The answer is the last assistant message satisfying the final-answer rule
-  (``source="final"``); failing that the last complete assistant message with content, or the
-  last assistant message with content at all (``source="fallback"``); else ``source="none"``.
+  (``source="final"``); failing that the answer the thread's state holds, from the last
+  ``__state__`` line (``source="state"``: a takeover's state fetch has no ``final`` line;
+  :mod:`pipeline.thread_state`); failing that the last complete assistant message with
+  content, or the last assistant message with content at all (``source="fallback"``); else
+  ``source="none"``.
 * Tool calls are classified with :func:`models.tools.classify`; payloads are parsed to JSON,
   nested JSON strings (``vegaSpec`` ...) included; a payload that does not parse stays raw with
   ``payload_error``. SQL tool calls also give a :class:`SqlQueryRow`.
@@ -35,6 +38,7 @@ from typing import Any, Literal
 from models import wire
 from models.chat import StreamMessage, ToolCall
 from models.records import LineEnvelope
+from pipeline.thread_state import state_answer
 from pipeline.tool_calls import (
     ArchiveRow,
     SqlQueryRow,
@@ -54,7 +58,7 @@ __all__ = [
     "normalise",
 ]
 
-AnswerSource = Literal["final", "fallback", "none"]
+AnswerSource = Literal["final", "state", "fallback", "none"]
 
 _MAPPED_FIELDS = frozenset(
     {"id", "role", "content", "thinking", "toolCall", "graphPath", "isDelta", "isInProcess", "sort"}
@@ -312,8 +316,13 @@ def _message_row(job_id: str, attempt: int, d: _Draft) -> MessageRow:
 def _answer(
     job_id: str, attempt: int, chat_id: str | None, drafts: list[_Draft], errors: tuple[str, ...]
 ) -> AnswerRow:
-    """Picks the answer (interface, "Extracting the final answer"; field notes, fallback)."""
+    """Picks the answer (interface, "Extracting the final answer"; field notes, fallback;
+    the thread's state before a fallback)."""
     chosen, source = _pick_answer(drafts)
+    from_state = _answer_in_state(drafts) if source != "final" else None
+    if from_state is not None:
+        content, message_id, line_no = from_state
+        return AnswerRow(job_id, attempt, chat_id, content, "state", message_id, line_no, errors)
     return AnswerRow(
         job_id=job_id,
         attempt=attempt,
@@ -324,6 +333,17 @@ def _answer(
         line_no=chosen.last_line if chosen else None,
         stream_errors=errors,
     )
+
+
+def _answer_in_state(drafts: list[_Draft]) -> tuple[str, str, int] | None:
+    """Returns: ``(content, message id, line)`` of the answer in the ``__state__`` message's
+    state (the state's message id, else ``__state__``), or None."""
+    draft = next((d for d in drafts if d.message_id == wire.ID_STATE), None)
+    state = draft.extra.get("state") if draft is not None else None
+    found = state_answer(state) if isinstance(state, dict) else None
+    if draft is None or found is None:
+        return None
+    return found.content, found.message_id or wire.ID_STATE, draft.last_line
 
 
 def _pick_answer(drafts: list[_Draft]) -> tuple[_Draft | None, AnswerSource]:

@@ -3,12 +3,14 @@
 Two workers share the run; once ``worker-a`` drives a job whose lines reach the archive, it is
 killed (no shutdown, no flush, no commit). After the group's session timeout ``worker-b`` gets
 its partitions, reads the jobs' own events back and continues them as attempt 2: fetching the
-thread's state when the chat id was seen, asking again otherwise.
+thread's state when the chat id was seen, asking again otherwise. A state fetch has no
+``final`` line: its ``answers`` row is read from the thread's state (``source = 'state'``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fault_support import (
@@ -57,19 +59,40 @@ def test_fault_worker_sigkill_mid_run_loses_no_job_and_no_line(
         wait_archived(pg_conninfo, schema, run_id, JOBS, timeout_s=150, check=stack.check)
         numbers = audit(pg_conninfo, schema, run_id, JOBS, stack.sent_log)
         print(f"\nworker SIGKILL: {numbers}")
-        by_job = query(
-            pg_conninfo,
-            schema,
-            "SELECT job_id, status, last_attempt, error_type, worker_id FROM {s}.jobs"
-            " WHERE run_id = %(run)s",
-            run=run_id,
+        wait_until(
+            lambda: all(j["source"] is not None for j in _answers(pg_conninfo, schema, run_id)),
+            timeout_s=30,
+            what="every job's answers row",
+            stack=stack,
         )
-    assert numbers.taken_over >= 2
+        by_job = _answers(pg_conninfo, schema, run_id)
+    assert numbers.taken_over >= 2 and numbers.state_fetched >= 1
     for job in by_job:
         assert job["status"] in TERMINAL
         if job["last_attempt"] == 1:
             assert job["status"] == "completed", job
+            assert job["source"] == "final", job
         else:  # taken over: the thread's state answered, or the turn died with the worker
             assert job["worker_id"] == "worker-b", job
             ok = job["status"] == "completed" or job["error_type"] == "TurnInterrupted"
             assert ok, job
+        if job["earlier_lines"] and job["chats"] == 1:  # a state fetch: no `final` line
+            expected = "state" if job["status"] == "completed" else "none"
+            assert job["source"] == expected and bool(job["content"]) == (expected == "state"), job
+
+
+_ANSWERS = """
+SELECT j.job_id, j.status, j.last_attempt, j.error_type, j.worker_id, a.source, a.content,
+       (SELECT count(DISTINCT l.chat_id) FROM {s}.stream_lines l
+         WHERE l.job_id = j.job_id) AS chats,
+       (SELECT count(*) FROM {s}.stream_lines l
+         WHERE l.job_id = j.job_id AND l.attempt < j.last_attempt) AS earlier_lines
+  FROM {s}.jobs j
+  LEFT JOIN {s}.answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
+ WHERE j.run_id = %(run)s
+"""
+
+
+def _answers(pg_conninfo: str, schema: str, run_id: str) -> list[dict[str, Any]]:
+    """Returns: each job of the run with its last attempt's answer source and content."""
+    return query(pg_conninfo, schema, _ANSWERS, run=run_id)

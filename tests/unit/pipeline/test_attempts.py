@@ -156,7 +156,8 @@ def _state_line(messages: list[dict[str, Any]]) -> StreamMessage:
     [
         ([{"role": "user"}, {"role": "assistant", "content": "42"}], True),
         ([{"role": "assistant"}, {"role": "user"}], False),
-        ([{"type": "human"}, {"type": "ai"}], True),
+        ([{"type": "human"}, {"type": "ai", "content": [{"type": "text", "text": "42"}]}], True),
+        ([{"type": "human"}, {"type": "ai", "tool_calls": [{"name": "sql"}]}], False),
         ([], False),
     ],
 )

@@ -290,3 +290,60 @@ def test_lines_of_two_attempts_are_refused() -> None:
     lines = _lines(_raw(id="a")) + _lines(_raw(id="b"), attempt=2)
     with pytest.raises(ValueError, match="exactly one"):
         normalise(lines)
+
+
+def _state_fetch(messages: list[Any], *, usage_last: bool = True) -> list[bytes]:
+    """A state fetch's stream as our Chat API sends it (chat_api.streaming.state_lines)."""
+    state = {"chatId": "c9", "isStreaming": False}
+    lines = [
+        _raw(id=wire.ID_CUTOFF, role="assistant", sort=0, state=state),
+        _raw(id=wire.ID_STATE, sort=1, state={**state, "messages": messages}),
+    ]
+    if usage_last:
+        lines.append(_raw(id=wire.ID_USAGE, sort=2, usage={"llmCalls": 0}))
+    return lines
+
+
+def test_state_fetch_answer_comes_from_the_thread_state() -> None:
+    messages = [
+        {"id": "q1", "role": "user", "content": "How many flights in March?"},
+        {"id": "a1", "role": "assistant", "content": "28,834 flights."},
+        {"id": "q2", "role": "user", "content": "And in April?"},
+        {"id": "a2", "role": "assistant", "content": "28,330 flights."},
+    ]
+    answer = _run(*_state_fetch(messages)).answer
+    assert (answer.source, answer.content, answer.message_id) == ("state", "28,330 flights.", "a2")
+    assert answer.line_no == 2 and answer.chat_id == "c9"
+
+
+def test_state_answer_of_an_earlier_question_does_not_count() -> None:
+    messages = [
+        {"id": "q1", "role": "user", "content": "How many flights in March?"},
+        {"id": "a1", "role": "assistant", "content": "28,834 flights."},
+        {"id": "q2", "role": "user", "content": "And in April?"},
+    ]
+    assert _run(*_state_fetch(messages)).answer.source == "none"
+
+
+def test_state_answer_reads_hosted_agent_framework_messages() -> None:
+    messages = [
+        {"type": "human", "content": "Top carrier?", "id": "h1"},
+        {"type": "ai", "content": "", "tool_calls": [{"name": "sql"}], "id": "ai-tool"},
+        {"type": "tool", "content": '[["UA", 58665]]', "id": "t1"},
+        {"type": "ai", "content": [{"type": "text", "text": "UA, "}, "58,665 flights."]},
+    ]
+    answer = _run(*_state_fetch(messages)).answer
+    assert (answer.source, answer.content) == ("state", "UA, 58,665 flights.")
+    assert answer.message_id == wire.ID_STATE  # the state's message has no id
+
+
+def test_final_line_wins_over_the_state_and_the_state_over_a_fallback() -> None:
+    final = _raw(id="m1", role="assistant", graphPath=["final"], content="From the final line")
+    interim = _raw(id="m0", role="assistant", content="Looking it up", isInProcess=False)
+    messages = [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "From state"}]
+    with_final = _run(interim, final, *_state_fetch(messages)).answer
+    assert (with_final.source, with_final.content) == ("final", "From the final line")
+    without_final = _run(interim, *_state_fetch(messages)).answer
+    assert (without_final.source, without_final.content) == ("state", "From state")
+    no_state_answer = _run(interim, *_state_fetch([{"role": "user", "content": "Q"}])).answer
+    assert (no_state_answer.source, no_state_answer.content) == ("fallback", "Looking it up")
