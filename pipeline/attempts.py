@@ -18,7 +18,9 @@ Attempts (:func:`plan_attempt`): a job's attempt number and chat id survive a wo
 the job's own events on ``chat.job-events`` (:class:`PriorAttempts`, read back by
 :mod:`pipeline.job_history`). A takeover of a job whose thread already received the question
 fetches the thread's state instead of asking again (issue 4, "Delivery"); otherwise it asks
-again as the next attempt.
+again as the next attempt. An attempt whose worker was lost has no terminal event; the takeover
+records one for it (``failed``, ``AttemptSuperseded``: :func:`superseded_event`) before its own
+``started``, so every attempt in the archive ends exactly once.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ ERROR_TYPE_INTERRUPTED: Final = "TurnInterrupted"
 ERROR_TYPE_EXHAUSTED: Final = "AttemptsExhausted"
 ERROR_TYPE_BROKEN: Final = StreamBrokenError.__name__
 """``error_type`` of an attempt whose stream broke mid-way: the job continues as a new attempt."""
+ERROR_TYPE_SUPERSEDED: Final = "AttemptSuperseded"
+"""``error_type`` recorded for an attempt whose worker was lost, when the next one starts."""
+_CONTINUED: Final = frozenset({ERROR_TYPE_BROKEN, ERROR_TYPE_SUPERSEDED})
 HTTP_OK: Final = 200
 DEFAULT_MAX_ATTEMPTS: Final = 3
 
@@ -154,26 +159,58 @@ class PriorAttempts:
     Attributes:
         attempt: The highest attempt that started (0: none).
         open: Whether that attempt may be continued: it has no terminal event (its worker was
-            lost), or its stream broke mid-way (``error_type`` ``StreamBrokenError``).
+            lost), or it ended as broken (``error_type`` ``StreamBrokenError``) or superseded
+            (``AttemptSuperseded``, :func:`superseded_event`).
         chat_id: The thread that received the question: the chat id of a ``first_line`` event
             or of a terminal event with lines (a line came back, so the service took the input).
+        lost: Whether that attempt started and has no terminal event at all.
     """
 
     attempt: int = 0
     open: bool = False
     chat_id: str | None = None
+    lost: bool = False
 
     def observe(self, event: JobEvent) -> PriorAttempts:
         """Returns: the summary with ``event`` (of this job, in topic order) taken into account."""
-        attempt, open_, chat_id = self.attempt, self.open, self.chat_id
+        attempt, open_, chat_id, lost = self.attempt, self.open, self.chat_id, self.lost
         with_lines = event.kind == "first_line" or (event.is_terminal and bool(event.line_count))
         if with_lines and event.chat_id is not None:
             chat_id = event.chat_id
         if event.kind == "started" and event.attempt >= attempt:
-            attempt, open_ = event.attempt, True
+            attempt, open_, lost = event.attempt, True, True
         elif event.is_terminal and event.attempt >= attempt:
-            attempt, open_ = event.attempt, event.error_type == ERROR_TYPE_BROKEN
-        return PriorAttempts(attempt, open_, chat_id)
+            attempt, open_, lost = event.attempt, event.error_type in _CONTINUED, False
+        return PriorAttempts(attempt, open_, chat_id, lost)
+
+
+def superseded_event(
+    prior: PriorAttempts, *, job_id: str, run_id: str, worker_id: str
+) -> JobEvent | None:
+    """The terminal event that closes a lost attempt, sent before the next attempt starts.
+
+    A worker killed mid-stream leaves its attempt without a terminal event; so that every
+    attempt in the archive ends with exactly one, the worker that takes the job over records
+    it as ``failed`` with ``error_type`` ``AttemptSuperseded`` (its lines stay as they were
+    stored; ``line_count`` is unknown, so the attempt is never normalised). The attempt stays
+    open (:class:`PriorAttempts`), so a takeover that dies before its own ``started`` is
+    taken over again, and the event is sent once: only while the attempt has no terminal event.
+
+    Returns:
+        The event, or None when the highest attempt is not lost.
+    """
+    if not prior.lost:
+        return None
+    return JobEvent(
+        job_id=job_id,
+        run_id=run_id,
+        kind="failed",
+        attempt=prior.attempt,
+        chat_id=prior.chat_id,
+        error=f"the worker of attempt {prior.attempt} was lost; continued as the next attempt",
+        error_type=ERROR_TYPE_SUPERSEDED,
+        worker_id=worker_id,
+    )
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from pydantic import ValidationError
 from models import wire
 from models.records import ChatJob, DeadLetter, JobEvent
 from pipeline import metrics
-from pipeline.attempts import PriorAttempts
+from pipeline.attempts import PriorAttempts, superseded_event
 from pipeline.client import ChatClient
 from pipeline.consumer_lag import LagReporter
 from pipeline.job_history import JobHistory, topic_partitions
@@ -188,6 +188,7 @@ class WorkerResources(Service):
         if prior.attempt and not prior.open:
             logger.info("job already finished job_id=%s attempt=%s", job.job_id, prior.attempt)
             return
+        await self._close_lost_attempt(job, prior)
         early = self._cancelled.pop(job.job_id, None)
         if early is not None:
             reason = f"{early} before start"
@@ -199,6 +200,18 @@ class WorkerResources(Service):
             await self._runner.run_job(job, output, prior=prior, control=control)
         finally:
             self.running.pop(job.job_id, None)
+
+    async def _close_lost_attempt(self, job: ChatJob, prior: PriorAttempts) -> None:
+        """Records the lost attempt as superseded before the next one starts (durably)."""
+        event = superseded_event(
+            prior, job_id=job.job_id, run_id=job.run_id, worker_id=self.worker_id
+        )
+        if event is None:
+            return
+        logger.info("attempt superseded job_id=%s attempt=%s", job.job_id, event.attempt)
+        output = JobOutput(self._producer, self.settings, job.job_id)
+        await output.send_event(event)
+        await output.delivered()
 
     async def _report_crash(self, job: ChatJob, exc: Exception, *, attempt: int) -> None:
         """Best effort: a ``failed`` event for a job whose run raised unexpectedly."""

@@ -7,8 +7,8 @@ sink, on real Kafka and PostgreSQL, with topics, consumer groups and a schema un
 :func:`audit` checks what the issue's "Done when" asks, from PostgreSQL and the sent log only:
 
 * every job of the run has exactly one final outcome: its ``jobs`` row is terminal and its last
-  attempt has exactly one terminal event; an earlier attempt has none (its worker was lost) or
-  one for a broken stream;
+  attempt has exactly one terminal event; so has every earlier attempt, for a broken stream or
+  ``AttemptSuperseded`` (its worker was lost; the takeover recorded it);
 * every attempt's stored lines are numbered 1..n without a gap (the primary key (job, attempt,
   line) makes a second copy impossible) and are, byte for byte (sha256), the first n lines of
   one stream the Chat API sent; the last attempt's lines are that whole stream;
@@ -55,6 +55,8 @@ QUESTIONS = (
     "Average wind speed at LGA",
 )
 TERMINAL = ("completed", "failed", "aborted")
+CONTINUED = ("StreamBrokenError", "AttemptSuperseded")
+"""``error_type`` of an earlier attempt's terminal event: broken, or its worker was lost."""
 
 
 @dataclass
@@ -369,7 +371,8 @@ def _check_one_final_outcome(
         assert finals[0]["kind"] == job["status"]
         for attempt in range(1, last):
             earlier = by_attempt.get((job_id, attempt), [])
-            assert all(e["error_type"] == "StreamBrokenError" for e in earlier), earlier
+            assert len(earlier) == 1, f"job {job_id} attempt {attempt}: terminal events {earlier}"
+            assert earlier[0]["error_type"] in CONTINUED, earlier
         assert not [k for k in by_attempt if k[0] == job_id and k[1] > last]
 
 

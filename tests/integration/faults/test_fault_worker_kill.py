@@ -5,6 +5,8 @@ killed (no shutdown, no flush, no commit). After the group's session timeout ``w
 its partitions, reads the jobs' own events back and continues them as attempt 2: fetching the
 thread's state when the chat id was seen, asking again otherwise. A state fetch has no
 ``final`` line: its ``answers`` row is read from the thread's state (``source = 'state'``).
+The killed attempt 1 gets its terminal event from the takeover: ``failed`` with ``error_type``
+``AttemptSuperseded``.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ def test_fault_worker_sigkill_mid_run_loses_no_job_and_no_line(
             stack=stack,
         )
         by_job = _answers(pg_conninfo, schema, run_id)
+        superseded = query(pg_conninfo, schema, _SUPERSEDED, run=run_id)[0]["n"]
+    assert superseded == numbers.taken_over  # each lost attempt 1 ends as AttemptSuperseded
     assert numbers.taken_over >= 2 and numbers.state_fetched >= 1
     for job in by_job:
         assert job["status"] in TERMINAL
@@ -81,6 +85,11 @@ def test_fault_worker_sigkill_mid_run_loses_no_job_and_no_line(
             assert job["source"] == expected and bool(job["content"]) == (expected == "state"), job
 
 
+_SUPERSEDED = """
+SELECT count(*) AS n FROM {s}.job_events e JOIN {s}.jobs j USING (job_id)
+ WHERE j.run_id = %(run)s AND e.attempt = 1 AND e.kind = 'failed'
+   AND e.payload->>'error_type' = 'AttemptSuperseded'
+"""
 _ANSWERS = """
 SELECT j.job_id, j.status, j.last_attempt, j.error_type, j.worker_id, a.source, a.content,
        (SELECT count(DISTINCT l.chat_id) FROM {s}.stream_lines l

@@ -13,6 +13,7 @@ from pipeline.attempts import (
     PriorAttempts,
     outcome,
     plan_attempt,
+    superseded_event,
 )
 from pipeline.errors import ChatConnectError, ChatNotFoundError, ChatServerError, StreamBrokenError
 
@@ -114,7 +115,7 @@ def test_prior_attempts_know_the_started_attempt_and_the_chat_id_of_its_first_li
         _event("first_line", 1, chat_id="c1", line_count=1),
     ]:
         prior = prior.observe(event)
-    assert prior == PriorAttempts(attempt=1, open=True, chat_id="c1")
+    assert prior == PriorAttempts(attempt=1, open=True, chat_id="c1", lost=True)
     assert plan_attempt(prior) == AttemptPlan(2, "state", "c1")
 
 
@@ -169,3 +170,29 @@ def test_state_fetch_is_completed_only_when_the_state_holds_an_answer(
     result = outcome(state, abort_reason=None, error=None)
     assert state.answered is answered
     assert result.kind == ("completed" if answered else "failed")
+
+
+def test_a_lost_attempt_is_closed_once_as_superseded_and_stays_open() -> None:
+    lost = (
+        PriorAttempts().observe(_event("started", 1)).observe(_event("first_line", 1, chat_id="c1"))
+    )
+    event = superseded_event(lost, job_id="j1", run_id="r1", worker_id="w2")
+    assert event is not None
+    assert (event.kind, event.attempt, event.error_type) == ("failed", 1, "AttemptSuperseded")
+    assert (event.chat_id, event.line_count, event.worker_id) == ("c1", None, "w2")
+    closed = lost.observe(event)
+    assert closed == PriorAttempts(attempt=1, open=True, chat_id="c1", lost=False)
+    assert superseded_event(closed, job_id="j1", run_id="r1", worker_id="w3") is None
+    assert plan_attempt(closed) == AttemptPlan(2, "state", "c1")  # the takeover may die too
+    again = closed.observe(_event("started", 2))
+    assert again.lost and again.attempt == 2
+
+
+def test_attempts_that_ended_are_not_superseded() -> None:
+    started = PriorAttempts().observe(_event("started", 1))
+    for ended in (
+        started.observe(_event("completed", 1, line_count=3)),
+        started.observe(_event("failed", 1, line_count=3, error_type="StreamBrokenError")),
+        PriorAttempts(),
+    ):
+        assert superseded_event(ended, job_id="j1", run_id="r1", worker_id="w") is None

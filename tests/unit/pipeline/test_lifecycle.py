@@ -102,3 +102,28 @@ def test_fold_refuses_events_of_another_job() -> None:
     other = _event("started").model_copy(update={"job_id": "j2"})
     with pytest.raises(ValueError, match="j2"):
         fold(fold(None, LIFE), [other])
+
+
+def test_a_superseded_attempt_ends_failed_and_the_takeover_decides_the_job() -> None:
+    lost = [
+        _event("accepted"),
+        _event("started", seconds=1, worker_id="worker-a"),
+        _event("first_line", seconds=2, chat_id="c1"),
+    ]
+    superseded = _event(
+        "failed", seconds=20, chat_id="c1", error_type="AttemptSuperseded", worker_id="worker-b"
+    )
+    takeover = [
+        _event("started", 2, seconds=21, worker_id="worker-b"),
+        _event("completed", 2, seconds=22, chat_id="c1", line_count=3, http_status=200),
+    ]
+    closed = fold(None, [*lost, superseded])
+    assert (closed.status, closed.last_attempt, closed.error_type) == (
+        "failed",
+        1,
+        "AttemptSuperseded",
+    )
+    for order in ([*lost, superseded, *takeover], [*takeover, superseded, *lost]):
+        state = fold(None, order)
+        assert (state.status, state.last_attempt, state.attempts) == ("completed", 2, 2)
+        assert (state.worker_id, state.error_type, state.line_count) == ("worker-b", None, 3)
