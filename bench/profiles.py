@@ -6,14 +6,20 @@
   main thread (the sink runs the write in a worker thread, which a sampling profiler started
   on the event loop's thread would not see). Kafka's fetch is left out: it is not where the
   time goes (``notes/measurements.md``: ~170,000 records/s).
+* ``profile-sink-loop.txt``: the sink's whole loop on the lines-only mix (benchmark 1 without
+  events): ``Sink.run_once`` until every line is archived, Kafka fetch and commit included,
+  with the write (normally ``asyncio.to_thread``) run inline so the one profile holds it.
 * ``profile-worker-c100.txt``: the worker's JobRunner driving 100 streams at once
   (:mod:`bench.drive`), the whole event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
+from unittest import mock
 
 from pyinstrument import Profiler
 
@@ -21,9 +27,10 @@ from bench import processes, sink_ingest, streams
 from bench.archive_schema import BenchSpace
 from bench.results import RESULTS_DIR
 from bench.suite import Scale
-from bench.transcripts import load_transcripts, sink_mix
+from bench.transcripts import MixLine, load_transcripts, sink_mix
 from models.records import JobEvent, LineEnvelope
 from pipeline.archive import ArchiveWriter
+from pipeline.sink import Sink
 
 BATCH_RECORDS: Final = 5000
 
@@ -52,6 +59,38 @@ def profile_sink(lines_count: int, path: Path) -> Path:
     return _write(profiler, path)
 
 
+def profile_sink_loop(lines_count: int, path: Path) -> Path:
+    """Profiles the sink's batches over ``lines_count`` mix lines already in Kafka."""
+    lines = sink_ingest.envelopes(list(sink_mix(load_transcripts(), lines_count)))
+    space = BenchSpace.new("profile")
+    space.create()
+    profiler = Profiler(interval=0.001, async_mode="disabled")
+
+    async def inline(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    async def run() -> None:
+        sink = Sink(space.settings)
+        await sink.start()
+        try:
+            warm = sink_ingest.envelopes([MixLine(0, 1, b'{"id":"__cutoff__","sort":0}')])
+            await sink_ingest.produce(space.settings, warm)
+            await sink_ingest.drain(sink, lines=1)
+            await sink_ingest.produce(space.settings, lines)
+            with mock.patch("pipeline.sink.asyncio.to_thread", inline):
+                profiler.start()
+                await sink_ingest.drain(sink, lines=len(lines))
+                profiler.stop()
+        finally:
+            await sink.stop()
+
+    try:
+        asyncio.run(run())
+    finally:
+        space.drop()
+    return _write(profiler, path)
+
+
 def profile_worker(path: Path, *, streams_count: int) -> Path:
     """Profiles one ``bench.drive`` worker run at C=100 against the synthetic endpoint."""
     port = processes.free_port()
@@ -74,10 +113,11 @@ def profile_worker(path: Path, *, streams_count: int) -> Path:
 
 
 def profile_slowest(scale: Scale) -> list[Path]:
-    """Writes both profiles; returns their paths."""
+    """Writes the three profiles; returns their paths."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     return [
         profile_sink(scale.sink_lines[0], RESULTS_DIR / "profile-sink.txt"),
+        profile_sink_loop(scale.sink_lines[1], RESULTS_DIR / "profile-sink-loop.txt"),
         profile_worker(RESULTS_DIR / "profile-worker-c100.txt", streams_count=500),
     ]
 

@@ -45,6 +45,9 @@ JSONB_REFUSED: Final = (
     " out of range); kept in raw only"
 )
 NUL_REFUSED: Final = "line is JSON with a \\u0000 escape, which jsonb cannot hold; kept in raw only"
+JSONB_BINARY_VERSION: Final = b"\x01"
+"""First byte of ``jsonb``'s binary input format; the JSON text follows (``jsonb_recv``)."""
+Row = tuple[Any, ...]
 _NUL_ESCAPE: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 _COLUMNS: Final = (
     "job_id",
@@ -108,13 +111,40 @@ def write_lines(
     """
     if not lines:
         return 0
-    conn.exec_driver_sql(_CREATE_STAGE)
     pairs = {(line.job_id, line.attempt) for line in lines}
     hashes = chain.extend(lines, chain.read_heads(conn, pairs, schema=schema))
-    _copy(_driver(conn), lines, hashes, redactor)
-    inserted = _insert(conn, schema)
+    rows = [_row(line, hashes, redactor) for line in lines]
+    inserted = _copy_direct(conn, rows, schema)
+    if inserted is None:
+        conn.exec_driver_sql(_CREATE_STAGE)
+        _copy(_driver(conn), rows)
+        inserted = _insert(conn, schema)
     chain.link_pending(conn, pairs, schema=schema)
     return inserted
+
+
+def _copy_direct(conn: sa.Connection, rows: Sequence[Row], schema: str) -> int | None:
+    """``COPY``s the rows straight into ``stream_lines`` under a savepoint: the common case
+    (every line new, every payload one ``jsonb`` accepts) without the staging table's second
+    write. Returns: the rows written, or None when PostgreSQL refused the ``COPY`` (a line
+    already there or twice in the batch, a payload ``jsonb`` refuses); the savepoint is then
+    rolled back and the caller takes the staging path."""
+    statement = f'COPY "{schema}".stream_lines ({", ".join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)'
+    try:
+        driver = _driver(conn)
+        with conn.begin_nested(), driver.cursor() as cursor, cursor.copy(statement) as copy:
+            copy.set_types([*_TYPES, "bytea"])  # jsonb's binary form: version 1, the text
+            for row in rows:
+                payload = row[-1]
+                copy.write_row((*row[:-1], None if payload is None else _jsonb(payload)))
+    except (psycopg.IntegrityError, psycopg.DataError) as exc:
+        logger.info("direct COPY refused, staging the batch: %s", type(exc).__name__)
+        return None
+    return len(rows)
+
+
+def _jsonb(text: str) -> bytes:
+    return JSONB_BINARY_VERSION + text.encode("utf-8")
 
 
 def _insert(conn: sa.Connection, schema: str) -> int:
@@ -136,7 +166,7 @@ def staged_row(
     *,
     chain_hash: bytes | None = None,
     redactor: Redactor | None = None,
-) -> tuple[Any, ...]:
+) -> Row:
     """Returns: the staging row of a line; text cleaned (:func:`models.archive.storable_text`),
     ``payload`` the line's JSON text when it parsed and holds no ``\\u0000``, else None;
     ``raw_sha256`` of the line as received; ``raw`` redacted when ``redactor`` matches."""
@@ -171,17 +201,18 @@ def staged_row(
     )
 
 
-def _copy(
-    driver: psycopg.Connection[Any],
-    lines: Sequence[LineEnvelope],
-    hashes: dict[tuple[str, int, int], bytes],
-    redactor: Redactor | None,
-) -> None:
+def _row(
+    line: LineEnvelope, hashes: dict[tuple[str, int, int], bytes], redactor: Redactor | None
+) -> Row:
+    key = (line.job_id, line.attempt, line.line_no)
+    return staged_row(line, chain_hash=hashes.get(key), redactor=redactor)
+
+
+def _copy(driver: psycopg.Connection[Any], rows: Sequence[Row]) -> None:
     with driver.cursor() as cursor, cursor.copy(_COPY) as copy:
         copy.set_types([*_TYPES, "text"])
-        for line in lines:
-            key = (line.job_id, line.attempt, line.line_no)
-            copy.write_row(staged_row(line, chain_hash=hashes.get(key), redactor=redactor))
+        for row in rows:
+            copy.write_row(row)
 
 
 def _driver(conn: sa.Connection) -> psycopg.Connection[Any]:

@@ -9,7 +9,9 @@ returned with the reason, for the dead-letter topic (design.md, "Flow").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from models.errors import LineRecordError
 from models.records import JobEvent, LineEnvelope
@@ -37,14 +39,34 @@ def decode_batch(
     """
     items: list[Item] = []
     dead: list[Dead] = []
-    for record in records:
-        try:
-            value = decode_record(record, lines_topic=lines_topic, events_topic=events_topic)
-        except (LineRecordError, ValueError) as exc:
-            dead.append((record, f"{type(exc).__name__}: {exc}"))
-        else:
-            items.append((record, value))
+    with collector_paused():
+        for record in records:
+            try:
+                value = decode_record(record, lines_topic=lines_topic, events_topic=events_topic)
+            except (LineRecordError, ValueError) as exc:
+                dead.append((record, f"{type(exc).__name__}: {exc}"))
+            else:
+                items.append((record, value))
     return items, dead
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pauses CPython's cyclic garbage collector (``gc.disable``) for the block, if it was on.
+
+    A batch's thousands of decoded envelopes all survive their first collections, so the
+    collector scanned them again and again (a third of decoding time at 5,000 records per
+    batch, bench ``sink-ingest``); decoding creates no reference cycles, and reference counting
+    still frees everything at once. Whatever cycles other code makes meanwhile are collected
+    after the block. Source: https://docs.python.org/3/library/gc.html.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def decode_record(
