@@ -373,7 +373,12 @@ async def test_worker_that_cannot_deliver_records_stops_without_acking_the_job(
             terminal = await reader.wait_terminal(job.job_id)
         finally:
             assert await asyncio.to_thread(running.stop) == 0
+        ends = {(e.attempt, e.kind, e.error_type) for e in reader.terminals(job.job_id)}
     assert terminal.kind == "completed"
+    # When the broken worker's `started` reached Kafka, the restart is attempt 2, and the lost
+    # attempt 1 ends once, recorded by the takeover.
+    lost = {(a, "failed", "AttemptSuperseded") for a in range(1, terminal.attempt)}
+    assert ends == {(terminal.attempt, "completed", None), *lost}
     assert await _committed(settings) == await _end_offsets(settings)
 
 

@@ -37,6 +37,7 @@ from starlette.routing import Route
 
 from models import wire
 from models.records import ChatJob, JobEvent
+from pipeline.attempts import ERROR_TYPE_SUPERSEDED
 from pipeline.kafka import create_consumer, create_producer
 from pipeline.settings import Settings
 
@@ -344,7 +345,10 @@ class TopicReader:
         return [e for e in self.events(job_id) if e.is_terminal]
 
     def terminal(self, job_id: str) -> JobEvent | None:
-        return next(iter(self.terminals(job_id)), None)
+        """The job's first terminal event, leaving out the one a takeover records for an
+        attempt whose worker was lost (``AttemptSuperseded``)."""
+        ended = [e for e in self.terminals(job_id) if e.error_type != ERROR_TYPE_SUPERSEDED]
+        return next(iter(ended), None)
 
     async def wait_for(self, check: Callable[[], bool], timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
