@@ -6,7 +6,8 @@ attempt in ``line_no`` order, each followed by ``\\n`` when it was terminated, g
 stream byte for byte (design.md, "Flow": replay is a byte copy). ``--sorted`` orders the lines
 by their ``sort`` member instead (field notes, "Merging lines into messages": order by ``sort``
 when lines arrive out of order); a line without ``sort`` stays behind every line the stream
-had reached when it arrived. Lines whose content was redacted or deleted replay as stored, not as received.
+had reached when it arrived. Lines whose content was redacted or deleted replay as stored, not
+as received.
 """
 
 from __future__ import annotations
