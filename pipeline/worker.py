@@ -35,12 +35,10 @@ holds the job's partition.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import socket
 import tempfile
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -53,6 +51,7 @@ from models import wire
 from models.records import ChatJob, DeadLetter, JobEvent
 from pipeline import metrics
 from pipeline.attempts import PriorAttempts, superseded_event
+from pipeline.cancellations import Cancellations
 from pipeline.client import ChatClient
 from pipeline.consumer_lag import LagReporter
 from pipeline.job_history import JobHistory, topic_partitions
@@ -67,7 +66,13 @@ from pipeline.kafka import (
 )
 from pipeline.ordered_acks import OrderedAcks
 from pipeline.settings import Settings
-from pipeline.worker_group import BalancedAssignor, add_rebalance_hooks, assignment
+from pipeline.worker_group import (
+    BalancedAssignor,
+    HandOver,
+    add_rebalance_hooks,
+    assignment,
+    requeue,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -78,8 +83,6 @@ OUTPUT_TOPICS: Final = (
     wire.TOPIC_JOB_EVENTS,
     wire.TOPIC_REQUESTS_DLQ,
 )
-EARLY_CANCELLATIONS_KEPT: Final = 10_000
-"""Cancellations of jobs not running here, remembered in case the job arrives later."""
 REBALANCE_MARGIN_S: Final = 30.0
 DLQ_REASON_CHARS: Final = 2000
 
@@ -92,22 +95,28 @@ class WorkerResources(Service):
     """
 
     def __init__(
-        self, settings: Settings, *, lag: LagReporter | None = None, **kwargs: Any
+        self,
+        settings: Settings,
+        *,
+        lag: LagReporter | None = None,
+        handover: HandOver | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.settings = settings
         self._lag = lag
-        self._lag_task: asyncio.Task[None] | None = None
+        self.handover = handover or HandOver(lambda: False)
+        self._background: list[asyncio.Task[None]] = []
         self.worker_id = settings.worker_id or f"{socket.gethostname()}-{os.getpid()}"
-        self.running: dict[str, JobControl] = {}
-        self._cancelled: OrderedDict[str, str] = OrderedDict()
+        self.cancellations = Cancellations()
         self._producer: Any = None
         self._client: ChatClient | None = None
         self._runner: JobRunner | None = None
         self.history = JobHistory(settings)
 
     def __repr__(self) -> str:
-        return f"<WorkerResources worker_id={self.worker_id} running={len(self.running)}>"
+        running = len(self.cancellations.running)
+        return f"<WorkerResources worker_id={self.worker_id} running={running} {self.handover!r}>"
 
     async def on_start(self) -> None:
         """Creates the topics, starts the producer, opens the HTTP pool."""
@@ -121,7 +130,8 @@ class WorkerResources(Service):
         )
         await self.history.start(partitions)
         if self._lag is not None:
-            self._lag_task = asyncio.create_task(self._lag.run(), name="consumer-lag")
+            self._background.append(asyncio.create_task(self._lag.run(), name="consumer-lag"))
+        self._background.append(asyncio.create_task(self.handover.watch(), name="hand-over"))
         self._client = ChatClient(self.settings)
         self._runner = JobRunner(
             self._client,
@@ -138,9 +148,9 @@ class WorkerResources(Service):
         if self._client is not None:
             await self._client.aclose()
         await self.history.stop()
-        if self._lag_task is not None:
-            self._lag_task.cancel()
-            await asyncio.gather(self._lag_task, return_exceptions=True)
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
         logger.info("worker resources stopped worker_id=%s", self.worker_id)
 
     async def process(self, event: EventT[Any]) -> None:
@@ -159,47 +169,33 @@ class WorkerResources(Service):
         self._check_key(job, message.key)
         prior = await self.history.prior(job.job_id, submitted_ms=int(message.timestamp * 1000))
         try:
-            await self._run(job, prior)
+            await self._run(job, prior, message)
         except RecordDeliveryError:
             raise
         except Exception as exc:
             logger.exception("job crashed job_id=%s error=%r", job.job_id, exc)
             await self._report_crash(job, exc, attempt=prior.attempt + 1)
 
-    def cancel(self, key: bytes | None, value: bytes | None) -> None:
-        """Handles one ``chat.cancellations`` record: aborts the job if it runs here."""
-        if not key:
-            logger.warning("cancellation without a job id ignored")
-            return
-        job_id = key.decode(errors="replace")
-        reason = _cancel_reason(value)
-        control = self.running.get(job_id)
-        logger.info("cancellation job_id=%s running_here=%s", job_id, control is not None)
-        if control is not None:
-            control.request_abort(reason)
-            return
-        self._cancelled[job_id] = reason
-        while len(self._cancelled) > EARLY_CANCELLATIONS_KEPT:
-            self._cancelled.popitem(last=False)
-
-    async def _run(self, job: ChatJob, prior: PriorAttempts) -> None:
+    async def _run(self, job: ChatJob, prior: PriorAttempts, message: Any) -> None:
         assert self._runner is not None, "WorkerResources not started"
         output = JobOutput(self._producer, self.settings, job.job_id)
         if prior.attempt and not prior.open:
             logger.info("job already finished job_id=%s attempt=%s", job.job_id, prior.attempt)
             return
         await self._close_lost_attempt(job, prior)
-        early = self._cancelled.pop(job.job_id, None)
+        early = self.cancellations.take_early(job.job_id)
         if early is not None:
             reason = f"{early} before start"
             await self._runner.skip(job, output, reason=reason, attempt=prior.attempt + 1)
             return
         control = JobControl()
-        self.running[job.job_id] = control
+        self.cancellations.running[job.job_id] = control
         try:
-            await self._runner.run_job(job, output, prior=prior, control=control)
+            run = self._runner.run_job(job, output, prior=prior, control=control)
+            if not await self.handover.run(job.job_id, run):
+                await requeue(self._producer, message)  # before the original is acked
         finally:
-            self.running.pop(job.job_id, None)
+            self.cancellations.running.pop(job.job_id, None)
 
     async def _close_lost_attempt(self, job: ChatJob, prior: PriorAttempts) -> None:
         """Records the lost attempt as superseded before the next one starts (durably)."""
@@ -301,7 +297,9 @@ def create_app(settings: Settings) -> faust.App:
         broker_request_timeout=max(90.0, session_s * 1.5),
     )
     requests = settings.topic(wire.TOPIC_REQUESTS)
-    resources = WorkerResources(settings, lag=LagReporter(settings, assignment(app, requests)))
+    lag = LagReporter(settings, assignment(app, requests))
+    handover = HandOver(lambda: bool(app.rebalancing or app.should_stop))
+    resources = WorkerResources(settings, lag=lag, handover=handover)
     app.add_dependency(resources)
     _add_agents(app, settings, resources)
     add_rebalance_hooks(app, resources.history, worker_id=resources.worker_id, topic=requests)
@@ -337,7 +335,7 @@ def _add_agents(app: faust.App, settings: Settings, resources: WorkerResources) 
     @app.agent(cancellations, name="chat-cancellations")
     async def chat_cancellations(stream: StreamT[Any]) -> None:
         async for event in stream.events():
-            resources.cancel(event.message.key, event.message.value)
+            resources.cancellations.receive(event.message.key, event.message.value)
 
 
 async def _crash(app: faust.App, exc: RecordDeliveryError) -> None:
@@ -382,16 +380,3 @@ def _summary(exc: ValidationError) -> str:
         where = ".".join(str(p) for p in error["loc"]) or "value"
         parts.append(f"{where}: {error['msg']}")
     return f"{exc.error_count()} error(s): " + "; ".join(parts)
-
-
-def _cancel_reason(value: bytes | None) -> str:
-    """Returns: ``cancelled`` plus the record's reason (JSON ``{"reason": ...}`` or text)."""
-    if not value:
-        return "cancelled"
-    try:
-        parsed: Any = json.loads(value)
-    except ValueError:
-        parsed = value.decode(errors="replace")
-    if isinstance(parsed, dict):
-        parsed = parsed.get("reason")
-    return f"cancelled: {parsed}"[:500] if isinstance(parsed, str) and parsed else "cancelled"

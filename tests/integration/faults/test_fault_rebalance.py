@@ -7,6 +7,10 @@ its running jobs (faust's ``stream_wait_empty``), commits, and its partitions go
 Neither rebalance makes a job run twice (no second attempt). The audit
 (:func:`fault_support.audit`) then checks that every job has exactly one final outcome and that
 every stored line is one the Chat API sent, once.
+
+Jobs that outlast the rebalance's grace (:data:`pipeline.worker_group.HANDOVER_GRACE_S`) are
+handed over instead of holding the whole group: their record is published again, and the next
+owner ends the attempt as superseded and continues it by fetching the thread's state.
 """
 
 from __future__ import annotations
@@ -87,3 +91,55 @@ def test_fault_rebalance_worker_joins_and_leaves_mid_run(
     assert numbers.lines_sent_not_stored == 0 and numbers.streams_unrecorded == 0
     assert numbers.taken_over == 0  # nobody ran a job a second time
     assert set(by_worker) == {"worker-a", "worker-b", "worker-c"}
+
+
+HANDOVER_JOBS = 6
+HANDOVER_LINE_DELAY_MS = 900  # jobs of 13 to 28 s: longer than the grace
+_HANDED_OVER = """
+SELECT j.job_id, j.last_attempt, a.source, a.content,
+       (SELECT count(*) FROM {s}.job_events e WHERE e.job_id = j.job_id AND e.attempt = 1
+           AND e.payload->>'error_type' = 'AttemptSuperseded') AS superseded
+  FROM {s}.jobs j
+  LEFT JOIN {s}.answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
+ WHERE j.run_id = %(run)s AND j.last_attempt > 1
+"""
+
+
+@pytest.mark.timeout(240)
+def test_fault_rebalance_hands_over_jobs_that_outlast_the_grace(
+    kafka_bootstrap: str, database_url: str, pg_conninfo: str, tmp_path: Path
+) -> None:
+    settings = stack_settings(kafka_bootstrap, database_url, worker_concurrency=2)
+    schema = settings.database_schema
+    with running_stack(
+        settings, pg_conninfo, tmp_path, workers=2, line_delay_ms=HANDOVER_LINE_DELAY_MS
+    ) as stack:
+        jobs = make_jobs(HANDOVER_JOBS, stack.chat_url)
+        run_id = jobs[0].run_id
+        submit(settings, jobs)
+        wait_until(
+            lambda: len(_jobs_by_worker(pg_conninfo, schema, run_id)) == 2,
+            timeout_s=90,
+            what="both workers to stream",
+            stack=stack,
+        )
+        stack.add_worker("worker-c")
+        wait_archived(pg_conninfo, schema, run_id, HANDOVER_JOBS, timeout_s=150, check=stack.check)
+        numbers = audit(pg_conninfo, schema, run_id, HANDOVER_JOBS, stack.sent_log)
+        print(f"\nrebalance hand-over: {numbers}")
+        wait_until(
+            lambda: all(r["source"] for r in query(pg_conninfo, schema, _HANDED_OVER, run=run_id)),
+            timeout_s=30,
+            what="the answers of the handed-over jobs",
+            stack=stack,
+        )
+        handed_over = query(pg_conninfo, schema, _HANDED_OVER, run=run_id)
+        logs = "".join(proc.log(200_000) for proc in stack.workers)
+    assert numbers.outcomes == {"completed": HANDOVER_JOBS}
+    assert numbers.taken_over >= 1 and numbers.state_fetched == numbers.taken_over
+    # Unrecorded: only the state polls that found the turn still streaming (closed unrecorded,
+    # pipeline.jobs): three lines each (__cutoff__, __state__, __usage__).
+    assert numbers.lines_sent_not_stored == 3 * numbers.streams_unrecorded
+    assert "handing over running jobs" in logs and "job handed over" in logs
+    for job in handed_over:  # attempt 1 ends once, superseded; the state gives the answer
+        assert job["superseded"] == 1 and job["source"] == "state" and job["content"], job
