@@ -189,11 +189,12 @@ def superseded_event(
 ) -> JobEvent | None:
     """The terminal event that closes a lost attempt, sent before the next attempt starts.
 
-    A worker killed mid-stream leaves its attempt without a terminal event; so that every
-    attempt in the archive ends with exactly one, the worker that takes the job over records
-    it as ``failed`` with ``error_type`` ``AttemptSuperseded`` (its lines stay as they were
-    stored; ``line_count`` is unknown, so the attempt is never normalised). The attempt stays
-    open (:class:`PriorAttempts`), so a takeover that dies before its own ``started`` is
+    A worker killed mid-stream, or one that handed its running job over on a long rebalance
+    (:class:`pipeline.worker_group.HandOver`), leaves its attempt without a terminal event; so
+    that every attempt in the archive ends with exactly one, the worker that takes the job over
+    records it as ``failed`` with ``error_type`` ``AttemptSuperseded`` (its lines stay as they
+    were stored; ``line_count`` is unknown, so the attempt is never normalised). The attempt
+    stays open (:class:`PriorAttempts`), so a takeover that dies before its own ``started`` is
     taken over again, and the event is sent once: only while the attempt has no terminal event.
 
     Returns:
@@ -207,7 +208,10 @@ def superseded_event(
         kind="failed",
         attempt=prior.attempt,
         chat_id=prior.chat_id,
-        error=f"the worker of attempt {prior.attempt} was lost; continued as the next attempt",
+        error=(
+            f"attempt {prior.attempt} ended without an outcome (its worker was lost or handed "
+            "the job over); continued as the next attempt"
+        ),
         error_type=ERROR_TYPE_SUPERSEDED,
         worker_id=worker_id,
     )
