@@ -3,7 +3,9 @@
 One aiokafka consumer (group ``settings.sink_group``, no auto-commit) reads both topics in
 batches (``getmany``). Per batch (design.md, "Flow"):
 
-1. decode every record (:meth:`LineEnvelope.from_record`, :meth:`JobEvent.from_value`);
+1. decode every record (:meth:`LineEnvelope.from_record`, :meth:`JobEvent.from_value`); the
+   next batch is fetched and decoded meanwhile, while this one is written
+   (:mod:`pipeline.sink_prefetch`: one batch ahead, written and committed strictly after);
 2. write the decoded records in one PostgreSQL transaction (:meth:`ArchiveWriter.write_batch`);
 3. produce each record that could not be decoded, or that PostgreSQL could never store, to
    ``chat.lines.dlq`` (for both topics) with its original key, value and headers plus the
@@ -48,10 +50,9 @@ import logging
 import signal
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
-from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+from aiokafka.errors import CommitFailedError, IllegalStateError
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
@@ -68,7 +69,10 @@ from pipeline.dead_letters import Record, send_dead_letters
 from pipeline.errors import ArchiveRejectedError, ArchiveUnavailableError, TransientError
 from pipeline.kafka import create_consumer, create_producer, ensure_topics
 from pipeline.settings import Settings
-from pipeline.sink_records import Item, decode_batch
+from pipeline.sink_prefetch import Batches, Fetched, Prefetcher, fetch, rewind_offsets
+from pipeline.sink_records import BatchReport, Item
+
+__all__ = ["BatchReport", "Sink", "run_sink"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,26 +83,6 @@ RETRY_MIN_S: Final = 0.5
 RETRY_MAX_S: Final = 15.0
 LAG_EVERY_S: Final = 1.0
 """Least seconds between two updates of the consumer-lag gauge."""
-
-
-@dataclass(frozen=True)
-class BatchReport:
-    """What :meth:`Sink.run_once` did with one batch.
-
-    Attributes:
-        records: Records fetched (0: nothing arrived within ``sink_batch_wait_ms``).
-        lines, events: Records archived from each topic.
-        dead_lettered: Records sent to the dead-letter topic.
-        outcome: The writer's report (None when the batch was split or empty).
-        committed: Whether the batch's offsets were committed.
-    """
-
-    records: int
-    lines: int = 0
-    events: int = 0
-    dead_lettered: int = 0
-    outcome: BatchOutcome | None = None
-    committed: bool = False
 
 
 class Sink:
@@ -130,6 +114,7 @@ class Sink:
         self._answers: AnswerPublisher | None = None
         self._stats = metrics.SinkStats()
         self._lag_at = 0.0
+        self._prefetch: Prefetcher | None = None
 
     def __repr__(self) -> str:
         s = self._stats
@@ -171,6 +156,7 @@ class Sink:
             client_id="chatscribe-sink",
         )
         await self._consumer.start()
+        self._prefetch = Prefetcher(self._consumer, self._fetch)
         logger.info(
             "sink started group=%s topics=%s,%s",
             self._settings.sink_group,
@@ -181,6 +167,8 @@ class Sink:
     async def stop(self) -> None:
         """Stops the consumer (without committing) and the producer; closes an owned writer."""
         self._stopping.set()
+        if self._prefetch is not None:
+            await self._prefetch.cancel()  # fetched ahead, never written: read again later
         if self._consumer is not None:
             await self._consumer.stop()
         if self._producer is not None:
@@ -209,9 +197,14 @@ class Sink:
                 await self._pause(RETRY_MIN_S)
             if self._stats.summary_due():
                 self._stats.log_summary(await self._lag(publish=True))
+        if self._prefetch is not None and self._prefetch.pending:
+            with contextlib.suppress(TransientError):  # not committed: read again later
+                await self.run_once()  # the batch fetched ahead (none is fetched when stopping)
 
     async def run_once(self, *, commit: bool = True) -> BatchReport:
-        """Fetches one batch, archives it and (unless ``commit=False``) commits its offsets.
+        """Takes one batch (fetched ahead, or fetched now), starts fetching the next one
+        (:mod:`pipeline.sink_prefetch`), archives the batch and (unless ``commit=False``)
+        commits its offsets.
 
         Args:
             commit: False leaves the offsets uncommitted, as a sink killed after the database
@@ -222,36 +215,41 @@ class Sink:
 
         Raises:
             ArchiveUnavailableError: PostgreSQL stayed unavailable for ``retry_budget_s``;
-                the consumer was rewound to the batch.
+                the consumer was rewound to the batch (and to the batch fetched ahead).
             RecordDeliveryError: A dead letter was not acknowledged; the consumer was rewound.
         """
-        batches = await self._consumer.getmany(
-            timeout_ms=self._settings.sink_batch_wait_ms,
-            max_records=self._settings.sink_batch_max_records,
-        )
-        records = [record for part in batches.values() for record in part]
-        if not records:
+        assert self._prefetch is not None, "Sink.start() first"
+        fetched = await self._prefetch.take() or await self._fetch()
+        if not fetched.records:
             return BatchReport(records=0)
-        metrics.BATCH_RECORDS.observe(len(records))
+        if not self._stopping.is_set():
+            self._prefetch.start()
+        metrics.BATCH_RECORDS.observe(fetched.records)
         try:
-            report = await self._archive(records)
+            report = await self._archive(fetched)
         except TransientError:
-            self._rewind(batches)
+            self._rewind(rewind_offsets(fetched, await self._prefetch.cancel()))
             raise
-        committed = await self._commit(batches) if commit else False
+        committed = await self._commit(fetched.batches) if commit else False
         metrics.BATCHES.labels(committed=str(committed).lower()).inc()
         self._stats.add(report)
         if time.monotonic() - self._lag_at >= LAG_EVERY_S:
             await self._lag(publish=True)
         return dataclasses.replace(report, committed=committed)
 
-    async def _archive(self, records: Sequence[Record]) -> BatchReport:
-        """Decodes and writes a batch, then dead-letters what could not be archived."""
-        items, dead = decode_batch(
-            records, lines_topic=self._lines_topic, events_topic=self._events_topic
+    async def _fetch(self) -> Fetched:
+        return await fetch(
+            self._consumer,
+            wait_ms=self._settings.sink_batch_wait_ms,
+            max_records=self._settings.sink_batch_max_records,
+            lines_topic=self._lines_topic,
+            events_topic=self._events_topic,
         )
-        lines = [value for _, value in items if isinstance(value, LineEnvelope)]
-        events = [value for _, value in items if isinstance(value, JobEvent)]
+
+    async def _archive(self, fetched: Fetched) -> BatchReport:
+        """Writes a decoded batch, then dead-letters what could not be archived."""
+        items, dead = fetched.items, list(fetched.dead)
+        lines, events = fetched.lines, fetched.events
         outcome: BatchOutcome | None = None
         try:
             if items:
@@ -268,7 +266,7 @@ class Sink:
             await self._answers.publish(lines, events)
         await self._dead_letter(dead)
         return BatchReport(
-            records=len(records),
+            records=fetched.records,
             lines=len(lines),
             events=len(events),
             dead_lettered=len(dead),
@@ -325,7 +323,7 @@ class Sink:
             source = "lines" if record.topic == self._lines_topic else "events"
             metrics.DEAD_LETTERS.labels(source=source).inc()
 
-    async def _commit(self, batches: dict[Any, list[Record]]) -> bool:
+    async def _commit(self, batches: Batches) -> bool:
         offsets = {tp: records[-1].offset + 1 for tp, records in batches.items()}
         try:
             await self._consumer.commit(offsets)
@@ -338,10 +336,10 @@ class Sink:
             return False
         return True
 
-    def _rewind(self, batches: dict[Any, list[Record]]) -> None:
-        for tp, records in batches.items():
+    def _rewind(self, offsets: dict[Any, int]) -> None:
+        for tp, offset in offsets.items():
             try:
-                self._consumer.seek(tp, records[0].offset)
+                self._consumer.seek(tp, offset)
             except IllegalStateError:
                 logger.info(
                     "partition revoked before rewind topic=%s partition=%d", tp.topic, tp.partition
@@ -359,16 +357,9 @@ class Sink:
             publish: Also set the per-partition lag gauge (:mod:`pipeline.sink_metrics`).
         """
         self._lag_at = time.monotonic()
-        found: list[tuple[str, int, int]] = []
-        try:
-            for tp in self._consumer.assignment():
-                highwater = self._consumer.highwater(tp)
-                if highwater is None:
-                    return None
-                lag = max(highwater - await self._consumer.position(tp), 0)
-                found.append((tp.topic, tp.partition, lag))
-        except (IllegalStateError, KafkaError):
-            return None  # rebalancing: no figure this time
+        found = await metrics.consumer_lag(self._consumer)
+        if found is None:
+            return None
         if publish:
             metrics.set_lag(found)
         return sum(lag for _, _, lag in found)

@@ -25,8 +25,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
+from aiokafka.errors import IllegalStateError, KafkaError
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 from tenacity import RetryCallState
 
@@ -103,6 +104,27 @@ def observe_write(
     LINES.labels(result="duplicate").inc(max(lines - lines_inserted, 0))
     EVENTS.labels(result="inserted").inc(events_inserted)
     EVENTS.labels(result="duplicate").inc(max(events - events_inserted, 0))
+
+
+async def consumer_lag(consumer: Any) -> list[tuple[str, int, int]] | None:
+    """Returns: ``(topic, partition, records behind the high watermark)`` of every assigned
+    partition, or None when not known (no fetch yet, or rebalancing). The position counts a
+    batch fetched ahead (:mod:`pipeline.sink_prefetch`) as consumed.
+
+    Args:
+        consumer: The sink's started ``AIOKafkaConsumer``.
+    """
+    found: list[tuple[str, int, int]] = []
+    try:
+        for tp in consumer.assignment():
+            highwater = consumer.highwater(tp)
+            if highwater is None:
+                return None
+            lag = max(highwater - await consumer.position(tp), 0)
+            found.append((tp.topic, tp.partition, lag))
+    except (IllegalStateError, KafkaError):
+        return None  # rebalancing: no figure this time
+    return found
 
 
 def set_lag(partitions: Iterable[tuple[str, int, int]]) -> None:

@@ -12,16 +12,37 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from models.errors import LineRecordError
 from models.records import JobEvent, LineEnvelope
-from pipeline.archive import refusal
+from pipeline.archive import BatchOutcome, refusal
 from pipeline.dead_letters import Record
 
 Item = tuple[Record, LineEnvelope | JobEvent]
 """A record and its decoded value."""
 Dead = tuple[Record, str]
 """A record and why it cannot be archived."""
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """What :meth:`Sink.run_once` did with one batch.
+
+    Attributes:
+        records: Records fetched (0: nothing arrived within ``sink_batch_wait_ms``).
+        lines, events: Records archived from each topic.
+        dead_lettered: Records sent to the dead-letter topic.
+        outcome: The writer's report (None when the batch was split or empty).
+        committed: Whether the batch's offsets were committed.
+    """
+
+    records: int
+    lines: int = 0
+    events: int = 0
+    dead_lettered: int = 0
+    outcome: BatchOutcome | None = None
+    committed: bool = False
 
 
 def decode_batch(
