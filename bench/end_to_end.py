@@ -1,7 +1,8 @@
 """Benchmark 3, end to end: jobs through Kafka, a worker process and a sink process.
 
-A bench space (schema with the commit clock, topics) and two real processes,
-``chatscribe worker`` and ``chatscribe sink``, against the synthetic endpoint. After a warm-up
+A bench space (schema with the commit clock, topics) and real processes, ``chatscribe worker``
+and ``chatscribe sink`` (one; the suite also runs the large size with two sinks in one consumer
+group, ``e2e-<N>-2sinks``), against the synthetic endpoint. After a warm-up
 job (faust joins its group, the sink its own), each size's jobs are submitted with
 :func:`pipeline.submit.submit_jobs` (``accepted`` event and job record each) and the run waits
 until every job's ``answers`` row is committed.
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import Final
 
 import psycopg
+from aiokafka.admin import AIOKafkaAdminClient
 
 from bench import processes
 from bench.archive_schema import BenchSpace, conninfo
@@ -32,6 +34,7 @@ from bench.reader import read_all
 from bench.transcripts import Transcript, stamp_line
 from bench.workload import bench_jobs, request_bodies
 from models.records import ChatJob
+from pipeline.settings import Settings
 from pipeline.submit import submit_jobs
 
 WORKER_CONCURRENCY: Final = 50
@@ -72,8 +75,11 @@ class EndToEndFigures:
 class Stack:
     """The worker and sink processes on a bench space, against ``chat_url``."""
 
-    def __init__(self, chat_url: str, *, concurrency: int = WORKER_CONCURRENCY) -> None:
+    def __init__(
+        self, chat_url: str, *, concurrency: int = WORKER_CONCURRENCY, sinks: int = 1
+    ) -> None:
         self.chat_url = chat_url
+        self.sinks = sinks
         self.space = BenchSpace.new(
             "e2e",
             worker_concurrency=concurrency,
@@ -86,8 +92,9 @@ class Stack:
         self.space.create(commit_clock=True)
         try:
             env = processes.pipeline_env(self.space.settings)
-            for name in ("worker", "sink"):
-                child = processes.start(f"e2e-{name}", "pipeline.cli", name, env=env)
+            names = ["worker", *["sink"] * self.sinks]
+            for n, name in enumerate(names):
+                child = processes.start(f"e2e-{name}-{n}", "pipeline.cli", name, env=env)
                 self.children.append(child)
         except BaseException:
             self.__exit__()
@@ -131,12 +138,18 @@ class Stack:
 
 
 def measure(
-    transcripts: Sequence[Transcript], sizes: Sequence[int], *, chat_url: str
+    transcripts: Sequence[Transcript], sizes: Sequence[int], *, chat_url: str, sinks: int = 1
 ) -> list[EndToEndFigures]:
-    """Runs each size through one stack (after a warm-up job), then its baseline."""
+    """Runs each size through one stack (after a warm-up job), then its baseline.
+
+    Args:
+        sinks: Sink processes in the stack (one consumer group; per-job advisory locks).
+    """
     figures = []
-    with Stack(chat_url) as stack:
+    with Stack(chat_url, sinks=sinks) as stack:
         stack.run(bench_jobs(transcripts, 2, chat_url=chat_url))
+        asyncio.run(wait_for_members(stack.space.settings.sink_group, sinks, stack.space.settings))
+        stack.run(bench_jobs(transcripts, 2, chat_url=chat_url))  # after the rebalance
         for size in sizes:
             jobs = bench_jobs(transcripts, size, chat_url=chat_url)
             before = stack.archive_bytes()
@@ -166,3 +179,25 @@ def measure(
                 )
             )
     return figures
+
+
+async def wait_for_members(
+    group: str, members: int, settings: Settings, *, timeout_s: float = 60.0
+) -> None:
+    """Waits until consumer group ``group`` is ``Stable`` with ``members`` members.
+
+    Raises:
+        TimeoutError: Not so within ``timeout_s``.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    await admin.start()
+    try:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                (response,) = await admin.describe_consumer_groups([group])
+                (found,) = response.to_object()["groups"]
+                if found["state"] == "Stable" and len(found["members"]) == members:
+                    return
+                await asyncio.sleep(0.3)
+    finally:
+        await admin.close()

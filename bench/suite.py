@@ -153,11 +153,13 @@ def _level(url: str, space: BenchSpace, concurrency: int, count: int) -> list[Re
 def e2e_results(
     transcripts: Sequence[Transcript], scale: Scale, url: str
 ) -> tuple[list[Result], list[end_to_end.EndToEndFigures]]:
-    """Benchmark 3 at both sizes."""
+    """Benchmark 3 at both sizes with one sink, and at the large size with two sinks (one
+    consumer group, ``-2sinks``); the growth figures use the one-sink runs."""
     figures = end_to_end.measure(transcripts, scale.e2e_jobs, chat_url=url)
+    scaled_out = end_to_end.measure(transcripts, scale.e2e_jobs[1:], chat_url=url, sinks=2)
     results = []
-    for f in figures:
-        name = f"e2e-{_k(f.jobs)}"
+    for f, suffix in [*((f, "") for f in figures), *((f, "-2sinks") for f in scaled_out)]:
+        name = f"e2e-{_k(f.jobs)}{suffix}"
         delays = summary(f.delays_s)
         label = "the same streams read directly (plain httpx, 50 at once), no Kafka, no archive"
         details: dict[str, Any] = {"jobs": f.jobs, "lines": f.lines, "elapsed_s": f.elapsed_s}
