@@ -21,7 +21,6 @@ from models.archive import job_events, jobs, storable_row
 from models.records import JobEvent
 from pipeline.lifecycle import COLUMNS, JobState, fold
 
-ROWS_PER_STATEMENT: Final = 1000
 _LOCK_NAMESPACE: Final = b"chatscribe-job:"
 _LOCK_SQL: Final = sa.text(
     "SELECT count(pg_advisory_xact_lock(k)) FROM"
@@ -50,12 +49,9 @@ def insert_events(conn: sa.Connection, events: Sequence[JobEvent]) -> int:
         How many rows were new.
     """
     rows = [_event_row(event) for event in events]
-    inserted = 0
-    for chunk in _chunks(rows):
-        statement = pg_insert(job_events).values(chunk).on_conflict_do_nothing()
-        result = conn.execute(statement, execution_options={"preserve_rowcount": True})
-        inserted += max(result.rowcount, 0)
-    return inserted
+    if not rows:
+        return 0
+    return len(conn.execute(_INSERT_EVENTS, rows).all())
 
 
 def upsert_jobs(conn: sa.Connection, events: Sequence[JobEvent]) -> int:
@@ -76,11 +72,8 @@ def upsert_jobs(conn: sa.Connection, events: Sequence[JobEvent]) -> int:
         after = fold(before, job_events_)
         if after != before:
             changed.append(storable_row(after.to_row()))
-    for chunk in _chunks(changed):
-        statement = pg_insert(jobs).values(chunk)
-        updates: dict[str, Any] = {c: statement.excluded[c] for c in COLUMNS if c != "job_id"}
-        updates["updated_at"] = sa.func.now()
-        conn.execute(statement.on_conflict_do_update(index_elements=["job_id"], set_=updates))
+    if changed:
+        conn.execute(_UPSERT_JOBS, changed)
     return len(changed)
 
 
@@ -103,6 +96,16 @@ def _event_row(event: JobEvent) -> dict[str, Any]:
     return storable_row(row)
 
 
-def _chunks(rows: list[dict[str, Any]]) -> Iterable[list[dict[str, Any]]]:
-    for start in range(0, len(rows), ROWS_PER_STATEMENT):
-        yield rows[start : start + ROWS_PER_STATEMENT]
+def _upsert_jobs() -> Any:
+    statement = pg_insert(jobs)
+    updates: dict[str, Any] = {c: statement.excluded[c] for c in COLUMNS if c != "job_id"}
+    updates["updated_at"] = sa.func.now()
+    return statement.on_conflict_do_update(index_elements=["job_id"], set_=updates)
+
+
+_INSERT_EVENTS: Final = pg_insert(job_events).on_conflict_do_nothing().returning(job_events.c.kind)
+"""One statement run with a list of rows: SQLAlchemy's "insertmanyvalues" sends them as
+multi-row ``INSERT``s of a cached compilation (where ``.values(rows)`` compiled a new statement
+of thousands of parameters per batch), and ``RETURNING`` lists only the rows inserted.
+Source: https://docs.sqlalchemy.org/en/20/core/connections.html#engine-insertmanyvalues."""
+_UPSERT_JOBS: Final = _upsert_jobs()
