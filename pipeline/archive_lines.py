@@ -53,6 +53,9 @@ NUL_REFUSED: Final = "line is JSON with a \\u0000 escape, which jsonb cannot hol
 JSONB_BINARY_VERSION: Final = b"\x01"
 """First byte of ``jsonb``'s binary input format; the JSON text follows (``jsonb_recv``)."""
 Row = tuple[Any, ...]
+_DIGEST: Final = 8
+_CHAIN: Final = 9
+"""Positions of ``raw_sha256`` and ``chain_hash`` in a row (:data:`_COLUMNS`)."""
 _NUL_ESCAPE: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 _COLUMNS: Final = (
     "job_id",
@@ -117,8 +120,14 @@ def write_lines(
     if not lines:
         return 0
     pairs = {(line.job_id, line.attempt) for line in lines}
-    hashes = chain.extend(lines, chain.read_heads(conn, pairs, schema=schema))
-    rows = [_row(line, hashes, redactor) for line in lines]
+    unchained = [staged_row(line, redactor=redactor) for line in lines]
+    keys = [(line.job_id, line.attempt, line.line_no) for line in lines]
+    digests = {key: row[_DIGEST] for key, row in zip(keys, unchained, strict=True)}
+    hashes = chain.extend(lines, chain.read_heads(conn, pairs, schema=schema), digests)
+    rows = [
+        (*row[:_CHAIN], hashes.get(key), *row[_CHAIN + 1 :])
+        for key, row in zip(keys, unchained, strict=True)
+    ]
     inserted = _copy_direct(conn, rows, schema)
     if inserted is None:
         conn.exec_driver_sql(_CREATE_STAGE)
@@ -204,13 +213,6 @@ def staged_row(
         _text(message.id if message is not None else None),
         payload,
     )
-
-
-def _row(
-    line: LineEnvelope, hashes: dict[tuple[str, int, int], bytes], redactor: Redactor | None
-) -> Row:
-    key = (line.job_id, line.attempt, line.line_no)
-    return staged_row(line, chain_hash=hashes.get(key), redactor=redactor)
 
 
 def _copy(driver: psycopg.Connection[Any], rows: Sequence[Row]) -> None:

@@ -34,7 +34,7 @@ heads outside PostgreSQL (e.g. publishing them) is what would close that gap (no
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -74,7 +74,9 @@ def link(previous: bytes, key: bytes, digest: bytes) -> bytes:
 
 
 def extend(
-    lines: Sequence[LineEnvelope], heads: dict[JobAttempt, tuple[int, bytes]]
+    lines: Sequence[LineEnvelope],
+    heads: dict[JobAttempt, tuple[int, bytes]],
+    digests: Mapping[LineKey, bytes] | None = None,
 ) -> dict[LineKey, bytes]:
     """Chains the batch's lines that continue their attempt's head without a gap (pure).
 
@@ -82,6 +84,8 @@ def extend(
         lines: The batch's lines (any order, duplicates allowed).
         heads: ``(job, attempt) → (last chained line_no, its chain_hash)``; missing: no line
             chained yet (head 0, :data:`GENESIS`). Updated in place to the new heads.
+        digests: :func:`raw_sha256` of lines already hashed, by key (the last line of a key
+            wins, as in ``lines``); the others are hashed here.
 
     Returns:
         ``(job, attempt, line_no) → chain_hash`` for every line chained.
@@ -94,7 +98,8 @@ def extend(
             continue
         x = by_key[(job_id, attempt, line_no)]
         key = line_key(job_id, attempt, line_no, x.received_at, x.terminated)
-        chained = link(head_hash, key, raw_sha256(x.raw))
+        digest = digests.get((job_id, attempt, line_no)) if digests is not None else None
+        chained = link(head_hash, key, digest or raw_sha256(x.raw))
         out[(job_id, attempt, line_no)] = chained
         heads[(job_id, attempt)] = (line_no, chained)
     return out
