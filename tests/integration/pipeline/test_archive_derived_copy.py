@@ -1,0 +1,118 @@
+"""Derived rows written with COPY (pipeline.archive_derived) against real PostgreSQL: values
+round-trip, and a refused attempt is skipped while the rest of the batch is normalised."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from models.records import JobEvent, LineEnvelope
+from pipeline import archive_derived
+from pipeline import transcript as transcript_module
+from pipeline.archive import ArchiveWriter, create_engine, upgrade
+from pipeline.settings import Settings
+from pipeline.transcript import Transcript
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+TOOLS = ["svc_data_analyst_agent", "tools"]
+RESULT = {"cubes": [{"name": "flights_view", "note": "ünïcode \u2603", "n": 1.5}], "ok": True}
+
+
+@pytest.fixture
+def settings(database_url: str, pg_schema: str) -> Settings:
+    return Settings(database_url=database_url, database_schema=pg_schema)
+
+
+@pytest.fixture
+def engine(settings: Settings) -> Iterator[sa.Engine]:
+    upgrade(settings)
+    engine = create_engine(settings)
+    yield engine
+    engine.dispose()
+
+
+def _raw(**fields: Any) -> bytes:
+    return json.dumps(fields).encode()
+
+
+def _attempt(job_id: str) -> tuple[list[LineEnvelope], JobEvent]:
+    call = {"name": "svcMeta", "input": json.dumps({"searchQuery": "flights"})}
+    raws = [
+        _raw(id="u1", role="user", content="Which views?", sort=1),
+        _raw(id="t1", role="assistant", graphPath=TOOLS, isInProcess=True, toolCall=call),
+        _raw(
+            id="t1",
+            role="assistant",
+            graphPath=TOOLS,
+            isInProcess=False,
+            toolCall={**call, "result": json.dumps(RESULT)},
+        ),
+        _raw(id="f1", role="assistant", content="flights_view.", graphPath=["final"]),
+    ]
+    lines = [
+        LineEnvelope.from_raw(
+            job_id=job_id, attempt=1, line_no=n, raw=raw, received_at=T0 + timedelta(seconds=n)
+        )
+        for n, raw in enumerate(raws, start=1)
+    ]
+    done = JobEvent(
+        job_id=job_id, run_id="run-1", kind="completed", attempt=1, line_count=len(lines)
+    )
+    return lines, done
+
+
+def _rows(engine: sa.Engine, sql: str) -> list[Any]:
+    schema = engine.get_execution_options()["schema_translate_map"][None]
+    with engine.connect() as conn:
+        conn.exec_driver_sql(f'SET search_path TO "{schema}"')
+        return list(conn.execute(sa.text(sql)))
+
+
+def test_derived_rows_copied_keep_their_values(engine: sa.Engine, settings: Settings) -> None:
+    writer = ArchiveWriter(engine, schema=settings.database_schema)
+    lines, done = _attempt("j-copy")
+    outcome = writer.write_batch(lines, [done])
+    assert outcome.normalised == (("j-copy", 1),)
+    (call,) = _rows(engine, "SELECT name, kind, input, result, complete FROM tool_calls")
+    assert (call.name, call.kind, call.complete) == ("svcMeta", "meta", True)
+    assert call.input == {"searchQuery": "flights"} and call.result == RESULT
+    messages = _rows(engine, "SELECT message_id, graph_path, sort, extra FROM messages")
+    by_id = {m.message_id: m for m in messages}
+    assert by_id["t1"].graph_path == TOOLS and by_id["u1"].sort == 1.0
+    assert all(isinstance(m.extra, dict) for m in messages)
+    (answer,) = _rows(engine, "SELECT content, source, stream_errors, normalised_at FROM answers")
+    assert (answer.content, answer.source, answer.stream_errors) == ("flights_view.", "final", [])
+    assert answer.normalised_at is not None  # the column default, not given by the COPY
+
+
+def test_refused_attempt_is_skipped_and_the_others_are_normalised(
+    engine: sa.Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = transcript_module.normalise
+
+    def breaking(
+        lines: Sequence[LineEnvelope], *, job_id: str | None = None, attempt: int | None = None
+    ) -> Transcript:
+        transcript = real(lines, job_id=job_id, attempt=attempt)
+        if job_id != "j-bad":
+            return transcript
+        answer = dataclasses.replace(transcript.answer, source="bogus")  # type: ignore[arg-type]
+        return dataclasses.replace(transcript, answer=answer)  # breaks ck_answers_source
+
+    monkeypatch.setattr(archive_derived, "normalise", breaking)
+    writer = ArchiveWriter(engine, schema=settings.database_schema)
+    good, good_done = _attempt("j-good")
+    bad, bad_done = _attempt("j-bad")
+    outcome = writer.write_batch([*good, *bad], [good_done, bad_done])
+    assert outcome.normalised == (("j-good", 1),)
+    assert outcome.lines_inserted == len(good) + len(bad)  # raw lines kept either way
+    for table in ("messages", "tool_calls", "answers"):
+        assert {r.job_id for r in _rows(engine, f"SELECT job_id FROM {table}")} == {"j-good"}
