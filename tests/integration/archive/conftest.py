@@ -14,84 +14,45 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 import yaml
 from archive_stack import (
+    API_KEY,
     HOSTED_DIR,
     HOSTED_IDENTITY,
+    READY_TIMEOUT_S,
     ArchiveStack,
     changed_model,
-    chat_url,
-    free_port,
     hosted_app,
     questions,
     serve_in_thread,
-    stack_env,
-    start_process,
     wait_finished,
-    wait_healthy,
 )
-from psycopg import sql
+from stack_support import ChatApi, chat_url, isolated_settings
 
-from models import wire
 from models.records import ChatJob
-from pipeline.archive import upgrade
-from pipeline.kafka import ensure_topics
 from pipeline.runner import RunOutcome, run_questions_file
-from pipeline.settings import Settings
 from pipeline.submit import submit_jobs
 
 
 @pytest.fixture(scope="module")
 def stack(
-    kafka_bootstrap: str,
-    database_url: str,
-    pg_conninfo: str,
-    tmp_path_factory: pytest.TempPathFactory,
+    kafka_bootstrap: str, database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ArchiveStack]:
-    name = f"a{uuid.uuid4().hex[:10]}"
-    main_port, changed_port = free_port(), free_port()
-    settings = Settings(
-        kafka_bootstrap=kafka_bootstrap,
-        database_url=database_url,
-        database_schema=name,
-        topic_prefix=f"{name}.",
-        worker_group=f"{name}-worker",
-        sink_group=f"{name}-sink",
-        chat_url=chat_url(main_port),
-        api_key="archive-key",
-    )
-    with psycopg.connect(pg_conninfo, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
-    upgrade(settings)
-    asyncio.run(ensure_topics(settings, wire.ALL_TOPICS))
-    logs = tmp_path_factory.mktemp("archive-logs")
     model = changed_model(tmp_path_factory.mktemp("changed-model"))
-    env = stack_env(settings)
-    serve_args = ("api", "serve", "--host", "127.0.0.1", "--port")
-    main = start_process("chat-api", logs, env, *serve_args, str(main_port))
-    changed_env = {**env, "CHATSCRIBE_MODEL_DIR": str(model)}
-    changed = start_process("chat-api-changed", logs, changed_env, *serve_args, str(changed_port))
-    processes = [main, changed]
-    try:
-        with serve_in_thread(hosted_app()) as hosted_port:
-            wait_healthy(main, main_port)
-            wait_healthy(changed, changed_port)
-            processes.append(start_process("worker", logs, env, "worker"))
-            processes.append(start_process("sink", logs, env, "sink"))
-            yield ArchiveStack(
-                settings,
-                env,
-                chat_url(changed_port),
-                chat_url(hosted_port, account="acme"),
-                processes,
-            )
-    finally:
-        for process in processes:
-            process.stop()
-        with psycopg.connect(pg_conninfo, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+    main = ChatApi("chat-api")
+    changed = ChatApi("chat-api-changed", env={"CHATSCRIBE_MODEL_DIR": str(model)})
+    with (
+        isolated_settings(
+            kafka_bootstrap, database_url, tag="a", chat_url=main.url, api_key=API_KEY
+        ) as settings,
+        serve_in_thread(hosted_app()) as hosted_port,
+    ):
+        logs = tmp_path_factory.mktemp("archive-logs")
+        stack = ArchiveStack(settings, logs, ready_timeout_s=READY_TIMEOUT_S)
+        with stack.running([main, changed], workers=["worker"], sinks=["sink"]):
+            stack.chat_urls["hosted"] = chat_url(hosted_port, account="acme")
+            yield stack
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +90,7 @@ def hosted_jobs(stack: ArchiveStack) -> dict[str, str]:
                 "question": path.stem,
                 "persona": "hosted",
                 "session_settings": {"externalId": HOSTED_IDENTITY},
-                "chat_url": stack.hosted_url,
+                "chat_url": stack.chat_urls["hosted"],
             }
         )
         for path in sorted(HOSTED_DIR.glob("*.ndjson"))

@@ -174,7 +174,8 @@ def test_rerun_against_the_replay_server_links_the_run_and_diff_finds_no_change(
 @pytest.fixture(scope="module")
 def changed_run(stack: ArchiveStack, run_a: RunOutcome) -> str:
     """The run asked again through the CLI against the Chat API with the changed model."""
-    done = run_cli(stack.env, "rerun", run_a.run_id, "--chat-url", stack.changed_url, "--json")
+    changed_url = stack.chat_urls["chat-api-changed"]
+    done = run_cli(stack.env, "rerun", run_a.run_id, "--chat-url", changed_url, "--json")
     assert done.returncode == 0, done.stderr.decode()
     results = [json.loads(line) for line in done.stdout.splitlines()]
     (run_id,) = {r["run_id"] for r in results}
