@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -53,9 +53,6 @@ NUL_REFUSED: Final = "line is JSON with a \\u0000 escape, which jsonb cannot hol
 JSONB_BINARY_VERSION: Final = b"\x01"
 """First byte of ``jsonb``'s binary input format; the JSON text follows (``jsonb_recv``)."""
 Row = tuple[Any, ...]
-_DIGEST: Final = 8
-_CHAIN: Final = 9
-"""Positions of ``raw_sha256`` and ``chain_hash`` in a row (:data:`_COLUMNS`)."""
 _NUL_ESCAPE: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 _COLUMNS: Final = (
     "job_id",
@@ -120,30 +117,32 @@ def write_lines(
     if not lines:
         return 0
     pairs = {(line.job_id, line.attempt) for line in lines}
-    unchained = [staged_row(line, redactor=redactor) for line in lines]
     keys = [(line.job_id, line.attempt, line.line_no) for line in lines]
-    digests = {key: row[_DIGEST] for key, row in zip(keys, unchained, strict=True)}
-    hashes = chain.extend(lines, chain.read_heads(conn, pairs, schema=schema), digests)
-    rows = [
-        (*row[:_CHAIN], hashes.get(key), *row[_CHAIN + 1 :])
-        for key, row in zip(keys, unchained, strict=True)
-    ]
-    inserted = _copy_direct(conn, rows, schema)
+    digests = [chain.raw_sha256(line.raw) for line in lines]
+    by_key = dict(zip(keys, digests, strict=True))  # the last line of a key, as extend's
+    hashes = chain.extend(lines, chain.read_heads(conn, pairs, schema=schema), by_key)
+
+    def rows() -> Iterator[Row]:
+        for line, key, digest in zip(lines, keys, digests, strict=True):
+            yield staged_row(line, chain_hash=hashes.get(key), redactor=redactor, digest=digest)
+
+    inserted = _copy_direct(conn, rows(), schema)  # rows built while PostgreSQL takes them
     if inserted is None:
         conn.exec_driver_sql(_CREATE_STAGE)
-        _copy(_driver(conn), rows)
+        _copy(_driver(conn), list(rows()))
         inserted = _insert(conn, schema)
     chain.link_pending(conn, pairs, schema=schema)
     return inserted
 
 
-def _copy_direct(conn: sa.Connection, rows: Sequence[Row], schema: str) -> int | None:
+def _copy_direct(conn: sa.Connection, rows: Iterable[Row], schema: str) -> int | None:
     """``COPY``s the rows straight into ``stream_lines`` under a savepoint: the common case
     (every line new, every payload one ``jsonb`` accepts) without the staging table's second
     write. Returns: the rows written, or None when PostgreSQL refused the ``COPY`` (a line
     already there or twice in the batch, a payload ``jsonb`` refuses); the savepoint is then
     rolled back and the caller takes the staging path."""
     statement = f'COPY "{schema}".stream_lines ({", ".join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)'
+    written = 0
     try:
         driver = _driver(conn)
         with conn.begin_nested(), driver.cursor() as cursor, cursor.copy(statement) as copy:
@@ -151,10 +150,11 @@ def _copy_direct(conn: sa.Connection, rows: Sequence[Row], schema: str) -> int |
             for row in rows:
                 payload = row[-1]
                 copy.write_row((*row[:-1], None if payload is None else _jsonb(payload)))
+                written += 1
     except (psycopg.IntegrityError, psycopg.DataError) as exc:
         logger.info("direct COPY refused, staging the batch: %s", type(exc).__name__)
         return None
-    return len(rows)
+    return written
 
 
 def _jsonb(text: str) -> bytes:
@@ -180,11 +180,13 @@ def staged_row(
     *,
     chain_hash: bytes | None = None,
     redactor: Redactor | None = None,
+    digest: bytes | None = None,
 ) -> Row:
     """Returns: the staging row of a line; text cleaned (:func:`models.archive.storable_text`),
     ``payload`` the line's JSON text when it parsed and holds no ``\\u0000``, else None;
-    ``raw_sha256`` of the line as received; ``raw`` redacted when ``redactor`` matches."""
-    digest = chain.raw_sha256(line.raw)
+    ``raw_sha256`` of the line as received (``digest`` when already computed); ``raw``
+    redacted when ``redactor`` matches."""
+    digest = digest if digest is not None else chain.raw_sha256(line.raw)
     redaction, redacted_at = None, None
     if redactor:
         redacted = redactor.redact_line(line.raw)
