@@ -18,31 +18,26 @@ sink, on real Kafka and PostgreSQL, with topics, consumer groups and a schema un
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
+import re
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 from psycopg import sql
+from stack_support import ChatApi, ProcessStack, isolated_settings
 
-from models import wire
 from models.records import ChatJob
-from pipeline.archive import upgrade
 from pipeline.settings import Settings
+from pipeline.submit import submit_jobs
 
-ROOT = Path(__file__).resolve().parents[3]
 API_KEY = "faults-key"
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 30.0
@@ -57,149 +52,6 @@ QUESTIONS = (
 TERMINAL = ("completed", "failed", "aborted")
 CONTINUED = ("StreamBrokenError", "AttemptSuperseded")
 """``error_type`` of an earlier attempt's terminal event: broken, or its worker was lost."""
-
-
-@dataclass
-class Proc:
-    """A process of the stack and its log file."""
-
-    name: str
-    popen: subprocess.Popen[bytes]
-    log_path: Path
-
-    def log(self, chars: int = 6000) -> str:
-        return self.log_path.read_text(errors="replace")[-chars:]
-
-    def assert_running(self) -> None:
-        code = self.popen.poll()
-        assert code is None, f"{self.name} exited with {code}:\n{self.log()}"
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown, no flush, no commit."""
-        self.popen.send_signal(signal.SIGKILL)
-        self.popen.wait()
-
-    def stop(self) -> int | None:
-        """SIGTERM, then SIGKILL after ``STOP_TIMEOUT_S``; returns the exit code."""
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        return self.popen.returncode
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def chat_url(port: int) -> str:
-    path = wire.CHAT_PATH_TEMPLATE.format(cloud_region="local", account_name="demo", agent_id="1")
-    return f"http://127.0.0.1:{port}{path}"
-
-
-def stack_settings(kafka_bootstrap: str, database_url: str, **overrides: Any) -> Settings:
-    """Settings with a unique schema, topic prefix and consumer groups."""
-    name = f"f{uuid.uuid4().hex[:10]}"
-    values: dict[str, Any] = {
-        "kafka_bootstrap": kafka_bootstrap,
-        "database_url": database_url,
-        "database_schema": name,
-        "topic_prefix": f"{name}.",
-        "worker_group": f"{name}-worker",
-        "sink_group": f"{name}-sink",
-        "api_key": API_KEY,
-        "worker_session_timeout_s": FAST_SESSION_TIMEOUT_S,
-        **overrides,
-    }
-    return Settings(**values)
-
-
-def process_env(settings: Settings, **extra: str) -> dict[str, str]:
-    """The environment of a stack process: the settings as ``CHATSCRIBE_*`` variables."""
-    env = {
-        **os.environ,
-        "CHATSCRIBE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-        "CHATSCRIBE_DATABASE_URL": settings.database_url.get_secret_value(),
-        "CHATSCRIBE_DATABASE_SCHEMA": settings.database_schema,
-        "CHATSCRIBE_TOPIC_PREFIX": settings.topic_prefix,
-        "CHATSCRIBE_WORKER_GROUP": settings.worker_group,
-        "CHATSCRIBE_SINK_GROUP": settings.sink_group,
-        "CHATSCRIBE_API_KEY": API_KEY,
-        "CHATSCRIBE_API_KEYS": API_KEY,
-        "CHATSCRIBE_WORKER_CONCURRENCY": str(settings.worker_concurrency),
-        "CHATSCRIBE_WORKER_SESSION_TIMEOUT_S": str(settings.worker_session_timeout_s),
-        "CHATSCRIBE_JOB_DEADLINE_S": str(settings.job_deadline_s),
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.update(extra)
-    return env
-
-
-def start_cli(name: str, logs: Path, env: dict[str, str], *args: str) -> Proc:
-    """Starts ``python -m pipeline.cli ARGS`` with its output in ``logs/<name>.log``."""
-    log_path = logs / f"{name}.log"
-    with log_path.open("ab") as log:
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", *args],
-            env=env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    return Proc(name, popen, log_path)
-
-
-def start_chat_api(
-    settings: Settings, logs: Path, *, line_delay_ms: int, sent_log: Path
-) -> tuple[Proc, str]:
-    """Starts our Chat API, waits for ``/healthz``; returns it and its chat URL."""
-    port = free_port()
-    env = process_env(
-        settings, CHATSCRIBE_LINE_DELAY_MS=str(line_delay_ms), CHATSCRIBE_SENT_LOG=str(sent_log)
-    )
-    proc = start_cli(
-        "chat-api", logs, env, "api", "serve", "--host", "127.0.0.1", "--port", str(port)
-    )
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while True:
-        proc.assert_running()
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return proc, chat_url(port)
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, f"Chat API not ready:\n{proc.log()}"
-        time.sleep(0.3)
-
-
-def start_worker(settings: Settings, logs: Path, name: str) -> Proc:
-    """Starts a worker process whose ``worker_id`` is ``name``."""
-    return start_cli(name, logs, process_env(settings, CHATSCRIBE_WORKER_ID=name), "worker")
-
-
-def start_sink(settings: Settings, logs: Path, name: str = "sink") -> Proc:
-    return start_cli(name, logs, process_env(settings), "sink")
-
-
-@contextmanager
-def archive_schema(settings: Settings, pg_conninfo: str) -> Iterator[None]:
-    """Creates the settings' schema with the archive tables; drops it afterwards."""
-    name = sql.Identifier(settings.database_schema)
-    with psycopg.connect(pg_conninfo, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(name))
-    try:
-        upgrade(settings)
-        yield
-    finally:
-        with psycopg.connect(pg_conninfo, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(name))
 
 
 def make_jobs(count: int, url: str, *, run_id: str | None = None) -> list[ChatJob]:
@@ -407,80 +259,91 @@ def _count(values: Any) -> dict[str, int]:
     return dict(sorted(found.items()))
 
 
-@dataclass
-class Stack:
-    """A running stack: Chat API, workers, a sink; ``gone`` holds processes killed on purpose."""
+@dataclass(kw_only=True)
+class FaultStack(ProcessStack):
+    """A running stack (Chat API logging what it sent to ``sent_log``, workers named
+    ``worker-a``, ``worker-b``, ... as their ``worker_id``, a sink) and the run's checks."""
 
-    settings: Settings
-    logs: Path
-    chat_url: str
     sent_log: Path
-    chat_api: Proc
-    workers: list[Proc]
-    sink: Proc
-    gone: set[str] = field(default_factory=set)
 
-    def check(self) -> None:
-        """Fails when a process that should run has exited."""
-        for proc in [self.chat_api, *self.workers, self.sink]:
-            if proc.name not in self.gone:
-                proc.assert_running()
+    @property
+    def conninfo(self) -> str:
+        """The settings' database URL as a psycopg conninfo URL."""
+        url = self.settings.database_url.get_secret_value()
+        return re.sub(r"^postgresql\+\w+://", "postgresql://", url)
 
-    def add_worker(self, name: str) -> Proc:
-        proc = start_worker(self.settings, self.logs, name)
-        self.workers.append(proc)
-        return proc
+    def rows(self, text: str, **params: Any) -> list[dict[str, Any]]:
+        """:func:`query` on the stack's schema."""
+        return query(self.conninfo, self.settings.database_schema, text, **params)
+
+    def submit_run(self, count: int) -> str:
+        """Submits ``count`` jobs (:func:`make_jobs`) on its Chat API; returns their run id."""
+        jobs = make_jobs(count, self.chat_url)
+        submit(self.settings, jobs)
+        return jobs[0].run_id
+
+    def wait_archived(self, run_id: str, count: int, *, timeout_s: float) -> None:
+        """:func:`wait_archived`, failing early when a process has exited."""
+        schema = self.settings.database_schema
+        check = self.assert_running
+        wait_archived(self.conninfo, schema, run_id, count, timeout_s=timeout_s, check=check)
+
+    def audit(self, run_id: str, jobs_submitted: int) -> FaultNumbers:
+        """:func:`audit` of the run against the Chat API's sent log."""
+        schema = self.settings.database_schema
+        return audit(self.conninfo, schema, run_id, jobs_submitted, self.sent_log)
+
+    def wait_until(self, check: Callable[[], bool], *, timeout_s: float, what: str) -> None:
+        """Polls ``check`` until true, failing early when a process has exited."""
+        deadline = time.monotonic() + timeout_s
+        while not check():
+            self.assert_running()
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.2)
 
 
 @contextmanager
 def running_stack(
-    settings: Settings,
-    pg_conninfo: str,
+    kafka_bootstrap: str,
+    database_url: str,
     logs: Path,
     *,
     workers: int,
     line_delay_ms: int,
-) -> Iterator[Stack]:
-    """Schema, topics, Chat API, ``workers`` workers (``worker-a``, ``worker-b``, ...) and a sink.
+    concurrency: int,
+    **overrides: Any,
+) -> Iterator[FaultStack]:
+    """Schema, topics, Chat API, ``workers`` workers (``worker-a``, ``worker-b``, ...) and a sink
+    on settings of their own: ``concurrency`` streams per worker, group session timeout
+    :data:`FAST_SESSION_TIMEOUT_S`, ``overrides`` on top.
 
     On exit every process still meant to run must stop cleanly (exit code 0).
     """
-    import asyncio
-
-    from pipeline.kafka import ensure_topics
-
-    sent_log = logs / "sent.ndjson"
-    with archive_schema(settings, pg_conninfo):
-        asyncio.run(ensure_topics(settings, wire.ALL_TOPICS))
-        chat_api, url = start_chat_api(
-            settings, logs, line_delay_ms=line_delay_ms, sent_log=sent_log
+    with isolated_settings(
+        kafka_bootstrap,
+        database_url,
+        tag="f",
+        api_key=API_KEY,
+        worker_concurrency=concurrency,
+        worker_session_timeout_s=FAST_SESSION_TIMEOUT_S,
+        **overrides,
+    ) as settings:
+        stack = FaultStack(
+            settings, logs, READY_TIMEOUT_S, STOP_TIMEOUT_S, True, sent_log=logs / "sent.ndjson"
+        )
+        delay = str(line_delay_ms)
+        chat = ChatApi(
+            env={"CHATSCRIBE_LINE_DELAY_MS": delay, "CHATSCRIBE_SENT_LOG": str(stack.sent_log)}
         )
         names = [f"worker-{chr(ord('a') + n)}" for n in range(workers)]
-        stack = Stack(settings, logs, url, sent_log, chat_api, [], start_sink(settings, logs))
-        stack.workers = [start_worker(settings, logs, name) for name in names]
-        try:
+        with stack.running([chat], workers=names, sinks=["sink"], check_exit=True):
             yield stack
-            stack.check()
-            for proc in [*stack.workers, stack.sink]:
-                if proc.name not in stack.gone:
-                    assert proc.stop() == 0, f"{proc.name} did not stop cleanly:\n{proc.log()}"
-        finally:
-            for proc in [*stack.workers, stack.sink, stack.chat_api]:
-                proc.stop()
+
+
+StackFactory = Callable[..., AbstractContextManager[FaultStack]]
+"""``running_stack`` with Kafka, PostgreSQL and the logs' folder given (fixture ``fault_stack``)."""
 
 
 def submit(settings: Settings, jobs: Sequence[ChatJob]) -> None:
     """Publishes ``jobs`` as ``chatscribe batch`` does (accepted event, then the job)."""
-    import asyncio
-
-    from pipeline.submit import submit_jobs
-
     asyncio.run(submit_jobs(settings, jobs))
-
-
-def wait_until(check: Callable[[], bool], *, timeout_s: float, what: str, stack: Stack) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        stack.check()
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)

@@ -1,9 +1,11 @@
 """Support for the sink and PostgreSQL fault tests: the whole pipeline as processes, and the
 audit that compares what was sent with what the archive stored.
 
+* :func:`sink_fault_settings`: settings on topics and groups of their own, the archive
+  upgraded in the given schema, the topics created.
 * :func:`start_stack`: our Chat API, worker(s) and sink(s), each ``python -m pipeline.cli ...``
-  with ``CHATSCRIBE_*`` variables, as ``make demo`` runs them; sinks serve their Prometheus
-  metrics on a port of their own, so a test can read their counters before killing them.
+  (:class:`stack_support.ProcessStack`); sinks serve their Prometheus metrics on a port of their
+  own, so a test can read their counters before killing them.
 * :func:`sent_lines`: every record on ``chat.lines`` (what the workers sent), read back with a
   group-less consumer up to the end offsets.
 * :func:`audit`: the archive compared with those records, and the numbers a fault test prints.
@@ -16,14 +18,10 @@ put on ``chat.lines`` and what PostgreSQL stored must all agree.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +29,24 @@ import httpx
 import sqlalchemy as sa
 import yaml
 from aiokafka import TopicPartition
-from prometheus_client.parser import text_string_to_metric_families
+from fault_support import FaultNumbers
+from stack_support import (
+    ChatApi,
+    ProcessStack,
+    ServiceProcess,
+    chat_url,
+    free_port,
+    unique_settings,
+)
 
 from models import wire
-from pipeline.archive import create_engine
-from pipeline.kafka import DEFAULT_PARTITIONS, create_consumer
+from pipeline.archive import create_engine, upgrade
+from pipeline.kafka import DEFAULT_PARTITIONS, create_consumer, ensure_topics
 from pipeline.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[3]
-API_KEY = "fault-key"
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
+FLOW_WAIT_S = 120.0
 QUESTIONS = (
     "How many flights were there in March?",
     "Average arrival delay by carrier",
@@ -51,16 +56,21 @@ QUESTIONS = (
 KeyTriple = tuple[str, int, int]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def chat_url(port: int) -> str:
-    path = wire.CHAT_PATH_TEMPLATE.format(cloud_region="local", account_name="demo", agent_id="1")
-    return f"http://127.0.0.1:{port}{path}"
+def sink_fault_settings(kafka_bootstrap: str, database_url: str, *, schema: str) -> Settings:
+    """Settings on topics and consumer groups of their own, the archive upgraded in ``schema``
+    and the topics created: 25 records a sink batch, 6 streams a worker, a free Chat API port."""
+    settings = unique_settings(
+        kafka_bootstrap,
+        database_url,
+        tag="sinkfault",
+        schema=schema,
+        sink_batch_max_records=25,
+        worker_concurrency=6,
+        chat_url=chat_url(free_port()),
+    )
+    upgrade(settings)
+    asyncio.run(ensure_topics(settings, wire.ALL_TOPICS))
+    return settings
 
 
 def questions_file(path: Path, *, jobs: int) -> Path:
@@ -78,161 +88,96 @@ def questions_file(path: Path, *, jobs: int) -> Path:
     return path
 
 
-@dataclass
-class Process:
-    """One pipeline process with its log file (and metrics port for sinks)."""
+@dataclass(kw_only=True)
+class SinkFaultStack(ProcessStack):
+    """The processes of one fault test; sinks can be killed and restarted."""
 
-    name: str
-    popen: subprocess.Popen[bytes]
-    log_path: Path
-    metrics_port: int | None = None
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-6000:]
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL: no clean shutdown, no offset commit."""
-        self.popen.send_signal(signal.SIGKILL)
-        self.popen.wait()
-
-    def stop(self) -> int:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        return self.popen.returncode
-
-    def samples(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-        """Returns: the sink's metrics now (empty when it does not answer)."""
-        try:
-            text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=3).text
-        except httpx.TransportError:
-            return {}
-        return {
-            (s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-        }
-
-
-@dataclass
-class Stack:
-    """The processes of one fault test; sinks can be killed and restarted by index."""
-
-    settings: Settings
-    logs: Path
-    env: dict[str, str]
-    chat: Process | None = None
-    workers: list[Process] = field(default_factory=list)
-    sinks: list[Process] = field(default_factory=list)
     sink_starts: int = 0
     duplicate_lines: float = 0.0
     """Lines the sink incarnations found already stored (read before each kill and stop)."""
 
-    def start_sink(self) -> Process:
+    def start_sink(self, name: str = "", **extra_env: str) -> ServiceProcess:
+        """Starts a sink named ``name`` or ``sink-<n>`` (the n-th start), its metrics on a port
+        of its own; libpq reads PGAPPNAME: pg_stat_activity then tells which sink a backend
+        serves."""
         self.sink_starts += 1
+        name = name or f"sink-{self.sink_starts}"
         port = free_port()
-        name = f"sink-{self.sink_starts}"
-        # libpq reads PGAPPNAME: pg_stat_activity then tells which sink a backend serves.
-        env = {**self.env, "CHATSCRIBE_SINK_METRICS_PORT": str(port), "PGAPPNAME": name}
-        sink = _start(name, self.logs, env, "sink")
+        env = {"CHATSCRIBE_SINK_METRICS_PORT": str(port), "PGAPPNAME": name, **extra_env}
+        sink = super().start_sink(name, **env)
         sink.metrics_port = port
-        self.sinks.append(sink)
         return sink
 
-    def sink_named(self, name: str) -> Process:
+    def sink_named(self, name: str) -> ServiceProcess:
         (sink,) = [s for s in self.sinks if s.name == name]
         return sink
 
-    def kill_sink(self, sink: Process) -> None:
+    def kill_sink(self, sink: ServiceProcess) -> None:
         self.duplicate_lines += _duplicates(sink)
         sink.kill()
         self.sinks.remove(sink)
 
-    def assert_running(self) -> None:
-        for process in [p for p in (self.chat, *self.workers, *self.sinks) if p is not None]:
-            assert process.alive(), f"{process.name} exited:\n{process.log()}"
-
     def stop(self) -> None:
         for sink in self.sinks:
             self.duplicate_lines += _duplicates(sink)
-        for process in [*self.workers, *self.sinks, *([self.chat] if self.chat else [])]:
-            process.stop()
+        super().stop()
 
 
-def _duplicates(sink: Process) -> float:
+def _duplicates(sink: ServiceProcess) -> float:
     return sink.samples().get(("chatscribe_sink_lines_total", (("result", "duplicate"),)), 0.0)
-
-
-def env_for(settings: Settings) -> dict[str, str]:
-    return {
-        **os.environ,
-        "CHATSCRIBE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-        "CHATSCRIBE_DATABASE_URL": settings.database_url.get_secret_value(),
-        "CHATSCRIBE_DATABASE_SCHEMA": settings.database_schema,
-        "CHATSCRIBE_TOPIC_PREFIX": settings.topic_prefix,
-        "CHATSCRIBE_WORKER_GROUP": settings.worker_group,
-        "CHATSCRIBE_SINK_GROUP": settings.sink_group,
-        "CHATSCRIBE_SINK_BATCH_MAX_RECORDS": str(settings.sink_batch_max_records),
-        "CHATSCRIBE_WORKER_CONCURRENCY": str(settings.worker_concurrency),
-        "CHATSCRIBE_API_KEY": API_KEY,
-        "CHATSCRIBE_API_KEYS": API_KEY,
-        "PYTHONUNBUFFERED": "1",
-    }
-
-
-def _start(name: str, logs: Path, env: dict[str, str], *args: str) -> Process:
-    log_path = logs / f"{name}.log"
-    with log_path.open("ab") as log:
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", *args],
-            env=env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    return Process(name, popen, log_path)
 
 
 def start_stack(
     settings: Settings,
     logs: Path,
     *,
-    chat_port: int,
     workers: int = 1,
     sinks: int = 2,
     line_delay_ms: int = 0,
     sent_log: Path | None = None,
-) -> Stack:
-    """Starts the Chat API (waits for ``/healthz``; ``line_delay_ms`` between lines; every
-    line it sends logged to ``sent_log``, :mod:`chat_api.sent_log`), the workers and the sinks."""
-    stack = Stack(settings, logs, env_for(settings))
-    serve = ("api", "serve", "--host", "127.0.0.1", "--port", str(chat_port))
-    chat_env = {**stack.env, "CHATSCRIBE_LINE_DELAY_MS": str(line_delay_ms)}
+) -> SinkFaultStack:
+    """Starts the Chat API on the port of ``settings.chat_url`` (waits for ``/healthz``;
+    ``line_delay_ms`` between lines; every line it sends logged to ``sent_log``,
+    :mod:`chat_api.sent_log`), the workers and the sinks. The caller stops it."""
+    stack = SinkFaultStack(settings, logs, READY_TIMEOUT_S, STOP_TIMEOUT_S)
+    env = {"CHATSCRIBE_LINE_DELAY_MS": str(line_delay_ms)}
     if sent_log is not None:
-        chat_env["CHATSCRIBE_SENT_LOG"] = str(sent_log)
-    stack.chat = _start("chat-api", logs, chat_env, *serve)
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while True:
-        assert stack.chat.alive(), f"chat api exited:\n{stack.chat.log()}"
-        try:
-            if httpx.get(f"http://127.0.0.1:{chat_port}/healthz", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, f"chat api not ready:\n{stack.chat.log()}"
-        time.sleep(0.3)
-    stack.workers = [_start(f"worker-{n}", logs, stack.env, "worker") for n in range(workers)]
-    for _ in range(sinks):
-        stack.start_sink()
+        env["CHATSCRIBE_SENT_LOG"] = str(sent_log)
+    port = httpx.URL(settings.chat_url).port
+    assert port is not None, settings.chat_url
+    try:
+        stack.start_chat_apis([ChatApi(port=port, env=env)])
+        for n in range(workers):
+            stack.start_worker(f"worker-{n}")
+        for _ in range(sinks):
+            stack.start_sink()
+    except BaseException:
+        stack.stop()
+        raise
     return stack
+
+
+def _stored(engine: sa.Engine, schema: str) -> int:
+    with engine.connect() as conn:
+        return int(
+            conn.execute(sa.text(f'SELECT count(*) FROM "{schema}".stream_lines')).scalar_one()
+        )
+
+
+async def wait_for_flow(
+    engine: sa.Engine, schema: str, since: int, check: Callable[[], None]
+) -> int:
+    """Waits until more lines are stored than ``since``; returns the new count.
+
+    Raises:
+        AssertionError: ``check`` failed, or none came within ``FLOW_WAIT_S`` seconds.
+    """
+    deadline = time.monotonic() + FLOW_WAIT_S
+    while (now := await asyncio.to_thread(_stored, engine, schema)) <= since:
+        check()
+        assert time.monotonic() < deadline, "no new lines reached the archive"
+        await asyncio.sleep(0.1)
+    return now
 
 
 async def sent_lines(settings: Settings) -> dict[KeyTriple, bytes]:
@@ -357,3 +302,11 @@ def assert_nothing_lost_or_doubled(result: Audit) -> None:
     assert not result.changed, f"lines stored with other bytes: {result.changed[:5]}"
     assert result.stored_twice == 0 and result.answers_twice == 0
     assert result.lines_stored == result.lines_sent > 0
+
+
+def assert_sent_log_agrees(result: Audit, numbers: FaultNumbers) -> None:
+    """The Chat API's sent log (:func:`fault_support.audit`) agrees with ``chat.lines`` and the
+    archive: every line sent was stored, and every stream it sent was recorded."""
+    print(f"Chat API sent log: {numbers}")
+    assert numbers.lines_sent == numbers.lines_stored == result.lines_stored
+    assert numbers.streams_unrecorded == 0 and numbers.lines_sent_not_stored == 0

@@ -11,21 +11,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from fault_support import (
-    ROOT,
-    audit,
-    make_jobs,
-    process_env,
-    query,
-    running_stack,
-    stack_settings,
-    submit,
-    wait_archived,
-    wait_until,
-)
+from fault_support import StackFactory, make_jobs, submit
+from stack_support import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -42,27 +31,20 @@ _JOBS = (
 )
 
 
-def test_cancel_run_aborts_every_unfinished_job_of_the_run(
-    kafka_bootstrap: str, database_url: str, pg_conninfo: str, tmp_path: Path
-) -> None:
-    settings = stack_settings(kafka_bootstrap, database_url, worker_concurrency=CONCURRENCY)
-    schema = settings.database_schema
-    with running_stack(
-        settings, pg_conninfo, tmp_path, workers=2, line_delay_ms=LINE_DELAY_MS
-    ) as stack:
+def test_cancel_run_aborts_every_unfinished_job_of_the_run(fault_stack: StackFactory) -> None:
+    with fault_stack(workers=2, line_delay_ms=LINE_DELAY_MS, concurrency=CONCURRENCY) as stack:
         jobs = make_jobs(JOBS, stack.chat_url)
         other = make_jobs(1, stack.chat_url)  # another run: left alone
         run_id = jobs[0].run_id
-        submit(settings, [*jobs, *other])
-        wait_until(
-            lambda: query(pg_conninfo, schema, _STREAMING, run=run_id)[0]["n"] >= 2,
+        submit(stack.settings, [*jobs, *other])
+        stack.wait_until(
+            lambda: stack.rows(_STREAMING, run=run_id)[0]["n"] >= 2,
             timeout_s=90,
             what="two jobs of the run to stream",
-            stack=stack,
         )
         done = subprocess.run(
             [sys.executable, "-m", "pipeline.cli", "cancel", "--run", run_id, "--reason", REASON],
-            env=process_env(settings),
+            env=stack.env,
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -71,12 +53,12 @@ def test_cancel_run_aborts_every_unfinished_job_of_the_run(
         )
         assert done.returncode == 0, done.stderr
         assert f"cancellation sent for {JOBS} job(s)" in done.stderr
-        wait_archived(pg_conninfo, schema, run_id, JOBS, timeout_s=90, check=stack.check)
-        wait_archived(pg_conninfo, schema, other[0].run_id, 1, timeout_s=90, check=stack.check)
-        numbers = audit(pg_conninfo, schema, run_id, JOBS, stack.sent_log)
+        stack.wait_archived(run_id, JOBS, timeout_s=90)
+        stack.wait_archived(other[0].run_id, 1, timeout_s=90)
+        numbers = stack.audit(run_id, JOBS)
         print(f"\ncancel --run: {numbers}")
-        rows = query(pg_conninfo, schema, _JOBS, run=run_id)
-        other_rows = query(pg_conninfo, schema, _JOBS, run=other[0].run_id)
+        rows = stack.rows(_JOBS, run=run_id)
+        other_rows = stack.rows(_JOBS, run=other[0].run_id)
     assert numbers.outcomes == {"aborted": JOBS}
     assert numbers.taken_over == 0
     assert all(REASON in (row["error"] or "") for row in rows), rows

@@ -13,18 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fault_support import (
-    ROOT,
-    audit,
-    free_port,
-    make_jobs,
-    query,
-    running_stack,
-    stack_settings,
-    submit,
-    wait_archived,
-    wait_until,
-)
+from fault_support import running_stack
+from stack_support import ROOT, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -63,35 +53,27 @@ def private_kafka(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
 
 
 def test_fault_kafka_restart_mid_run_loses_nothing(
-    private_kafka: tuple[str, dict[str, str]],
-    database_url: str,
-    pg_conninfo: str,
-    tmp_path: Path,
+    private_kafka: tuple[str, dict[str, str]], database_url: str, tmp_path: Path
 ) -> None:
     bootstrap, ops_env = private_kafka
-    settings = stack_settings(bootstrap, database_url, worker_concurrency=4)
-    schema = settings.database_schema
     logs = tmp_path / "logs"
     logs.mkdir()
     with running_stack(
-        settings, pg_conninfo, logs, workers=2, line_delay_ms=LINE_DELAY_MS
+        bootstrap, database_url, logs, workers=2, line_delay_ms=LINE_DELAY_MS, concurrency=4
     ) as stack:
-        jobs = make_jobs(JOBS, stack.chat_url)
-        run_id = jobs[0].run_id
-        submit(settings, jobs)
+        run_id = stack.submit_run(JOBS)
         streaming = (
             "SELECT count(*) AS n FROM {s}.jobs WHERE run_id = %(run)s"
             " AND status = 'running' AND first_line_at IS NOT NULL"
         )
-        wait_until(
-            lambda: query(pg_conninfo, schema, streaming, run=run_id)[0]["n"] >= 2,
+        stack.wait_until(
+            lambda: stack.rows(streaming, run=run_id)[0]["n"] >= 2,
             timeout_s=90,
             what="jobs streaming",
-            stack=stack,
         )
         _services(ops_env, "restart-kafka")
-        wait_archived(pg_conninfo, schema, run_id, JOBS, timeout_s=180, check=stack.check)
-        numbers = audit(pg_conninfo, schema, run_id, JOBS, stack.sent_log)
+        stack.wait_archived(run_id, JOBS, timeout_s=180)
+        numbers = stack.audit(run_id, JOBS)
         print(f"\nkafka restart: {numbers}")
     assert numbers.outcomes == {"completed": JOBS}
     assert numbers.lines_sent_not_stored == 0

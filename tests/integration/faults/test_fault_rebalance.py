@@ -15,19 +15,8 @@ owner ends the attempt as superseded and continues it by fetching the thread's s
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from fault_support import (
-    audit,
-    make_jobs,
-    query,
-    running_stack,
-    stack_settings,
-    submit,
-    wait_archived,
-    wait_until,
-)
+from fault_support import FaultStack, StackFactory
 
 pytestmark = pytest.mark.integration
 
@@ -40,52 +29,41 @@ _BY_WORKER = (
 )
 
 
-def _jobs_by_worker(pg_conninfo: str, schema: str, run_id: str) -> dict[str, int]:
-    rows = query(pg_conninfo, schema, _BY_WORKER, run=run_id)
+def _jobs_by_worker(stack: FaultStack, run_id: str) -> dict[str, int]:
+    rows = stack.rows(_BY_WORKER, run=run_id)
     return {row["worker_id"]: row["n"] for row in rows}
 
 
 @pytest.mark.timeout(240)
-def test_fault_rebalance_worker_joins_and_leaves_mid_run(
-    kafka_bootstrap: str, database_url: str, pg_conninfo: str, tmp_path: Path
-) -> None:
-    settings = stack_settings(kafka_bootstrap, database_url, worker_concurrency=CONCURRENCY)
-    schema = settings.database_schema
-    with running_stack(
-        settings, pg_conninfo, tmp_path, workers=2, line_delay_ms=LINE_DELAY_MS
-    ) as stack:
-        jobs = make_jobs(JOBS, stack.chat_url)
-        run_id = jobs[0].run_id
-        submit(settings, jobs)
-        wait_until(
-            lambda: len(_jobs_by_worker(pg_conninfo, schema, run_id)) == 2,
+def test_fault_rebalance_worker_joins_and_leaves_mid_run(fault_stack: StackFactory) -> None:
+    with fault_stack(workers=2, line_delay_ms=LINE_DELAY_MS, concurrency=CONCURRENCY) as stack:
+        run_id = stack.submit_run(JOBS)
+        stack.wait_until(
+            lambda: len(_jobs_by_worker(stack, run_id)) == 2,
             timeout_s=90,
             what="both workers to stream",
-            stack=stack,
         )
-        stack.add_worker("worker-c")
-        wait_until(
-            lambda: "worker-c" in _jobs_by_worker(pg_conninfo, schema, run_id),
+        stack.start_worker("worker-c")
+        stack.wait_until(
+            lambda: "worker-c" in _jobs_by_worker(stack, run_id),
             timeout_s=60,
             what="the joining worker-c to stream a job",
-            stack=stack,
         )
         streaming_on_a = (
             "SELECT count(*) AS n FROM {s}.jobs WHERE run_id = %(run)s AND status = 'running'"
             " AND worker_id = 'worker-a' AND first_line_at IS NOT NULL"
         )
-        wait_until(
-            lambda: query(pg_conninfo, schema, streaming_on_a, run=run_id)[0]["n"] >= 1,
+        stack.wait_until(
+            lambda: stack.rows(streaming_on_a, run=run_id)[0]["n"] >= 1,
             timeout_s=60,
             what="worker-a to stream a job after the join",
-            stack=stack,
         )
         leaving = stack.workers[0]  # SIGTERM while it streams: it finishes its jobs, then leaves
         assert leaving.stop() == 0, f"worker-a did not stop cleanly:\n{leaving.log()}"
         stack.gone.add(leaving.name)
-        wait_archived(pg_conninfo, schema, run_id, JOBS, timeout_s=120, check=stack.check)
-        numbers = audit(pg_conninfo, schema, run_id, JOBS, stack.sent_log)
-        by_worker = _jobs_by_worker(pg_conninfo, schema, run_id)
+        stack.wait_archived(run_id, JOBS, timeout_s=120)
+        numbers = stack.audit(run_id, JOBS)
+        by_worker = _jobs_by_worker(stack, run_id)
         print(f"\nrebalance join+leave: {numbers}\njobs streamed by worker: {by_worker}")
     assert numbers.outcomes == {"completed": JOBS}
     assert numbers.lines_sent_not_stored == 0 and numbers.streams_unrecorded == 0
@@ -106,34 +84,24 @@ SELECT j.job_id, j.last_attempt, a.source, a.content,
 
 
 @pytest.mark.timeout(240)
-def test_fault_rebalance_hands_over_jobs_that_outlast_the_grace(
-    kafka_bootstrap: str, database_url: str, pg_conninfo: str, tmp_path: Path
-) -> None:
-    settings = stack_settings(kafka_bootstrap, database_url, worker_concurrency=2)
-    schema = settings.database_schema
-    with running_stack(
-        settings, pg_conninfo, tmp_path, workers=2, line_delay_ms=HANDOVER_LINE_DELAY_MS
-    ) as stack:
-        jobs = make_jobs(HANDOVER_JOBS, stack.chat_url)
-        run_id = jobs[0].run_id
-        submit(settings, jobs)
-        wait_until(
-            lambda: len(_jobs_by_worker(pg_conninfo, schema, run_id)) == 2,
+def test_fault_rebalance_hands_over_jobs_that_outlast_the_grace(fault_stack: StackFactory) -> None:
+    with fault_stack(workers=2, line_delay_ms=HANDOVER_LINE_DELAY_MS, concurrency=2) as stack:
+        run_id = stack.submit_run(HANDOVER_JOBS)
+        stack.wait_until(
+            lambda: len(_jobs_by_worker(stack, run_id)) == 2,
             timeout_s=90,
             what="both workers to stream",
-            stack=stack,
         )
-        stack.add_worker("worker-c")
-        wait_archived(pg_conninfo, schema, run_id, HANDOVER_JOBS, timeout_s=150, check=stack.check)
-        numbers = audit(pg_conninfo, schema, run_id, HANDOVER_JOBS, stack.sent_log)
+        stack.start_worker("worker-c")
+        stack.wait_archived(run_id, HANDOVER_JOBS, timeout_s=150)
+        numbers = stack.audit(run_id, HANDOVER_JOBS)
         print(f"\nrebalance hand-over: {numbers}")
-        wait_until(
-            lambda: all(r["source"] for r in query(pg_conninfo, schema, _HANDED_OVER, run=run_id)),
+        stack.wait_until(
+            lambda: all(r["source"] for r in stack.rows(_HANDED_OVER, run=run_id)),
             timeout_s=30,
             what="the answers of the handed-over jobs",
-            stack=stack,
         )
-        handed_over = query(pg_conninfo, schema, _HANDED_OVER, run=run_id)
+        handed_over = stack.rows(_HANDED_OVER, run=run_id)
         logs = "".join(proc.log(200_000) for proc in stack.workers)
     assert numbers.outcomes == {"completed": HANDOVER_JOBS}
     assert numbers.taken_over >= 1 and numbers.state_fetched == numbers.taken_over

@@ -6,18 +6,8 @@ them, line by line, with what the Chat API sent) and no job runs twice.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from fault_support import (
-    audit,
-    make_jobs,
-    query,
-    running_stack,
-    stack_settings,
-    submit,
-    wait_archived,
-)
+from fault_support import StackFactory
 
 pytestmark = pytest.mark.integration
 
@@ -26,23 +16,13 @@ CONCURRENCY = 4
 LINE_DELAY_MS = 30
 
 
-def test_fault_scale_200_jobs_two_workers_four_streams_each(
-    kafka_bootstrap: str, database_url: str, pg_conninfo: str, tmp_path: Path
-) -> None:
-    settings = stack_settings(kafka_bootstrap, database_url, worker_concurrency=CONCURRENCY)
-    schema = settings.database_schema
-    with running_stack(
-        settings, pg_conninfo, tmp_path, workers=2, line_delay_ms=LINE_DELAY_MS
-    ) as stack:
-        jobs = make_jobs(JOBS, stack.chat_url)
-        run_id = jobs[0].run_id
-        submit(settings, jobs)
-        wait_archived(pg_conninfo, schema, run_id, JOBS, timeout_s=180, check=stack.check)
-        numbers = audit(pg_conninfo, schema, run_id, JOBS, stack.sent_log)
+def test_fault_scale_200_jobs_two_workers_four_streams_each(fault_stack: StackFactory) -> None:
+    with fault_stack(workers=2, line_delay_ms=LINE_DELAY_MS, concurrency=CONCURRENCY) as stack:
+        run_id = stack.submit_run(JOBS)
+        stack.wait_archived(run_id, JOBS, timeout_s=180)
+        numbers = stack.audit(run_id, JOBS)
         print(f"\nscale: {numbers}")
-        workers = query(
-            pg_conninfo,
-            schema,
+        workers = stack.rows(
             "SELECT worker_id, count(*) AS n FROM {s}.jobs WHERE run_id = %(run)s"
             " GROUP BY worker_id ORDER BY worker_id",
             run=run_id,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import fault_support
@@ -18,20 +17,20 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 from sink_fault_stack import (
-    Stack,
+    FLOW_WAIT_S,
+    SinkFaultStack,
     assert_nothing_lost_or_doubled,
+    assert_sent_log_agrees,
     audit,
-    chat_url,
-    free_port,
     questions_file,
     sent_lines,
+    sink_fault_settings,
     start_stack,
+    wait_for_flow,
 )
 
-from models import wire
-from pipeline.archive import create_engine, upgrade
+from pipeline.archive import create_engine
 from pipeline.archive_jobs import lock_key
-from pipeline.kafka import ensure_topics
 from pipeline.runner import submit_questions_file, wait_for_run
 from pipeline.settings import Settings
 
@@ -40,47 +39,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 JOBS = 48
 KILLS = 3
 LINE_DELAY_MS = 20
-FLOW_WAIT_S = 120.0
 
 
 @pytest.fixture
-def settings(
-    kafka_bootstrap: str, database_url: str, pg_schema: str, unique_name: Callable[[str], str]
-) -> Settings:
-    name = unique_name("sinkkill")
-    settings = Settings(
-        kafka_bootstrap=kafka_bootstrap,
-        database_url=database_url,
-        database_schema=pg_schema,
-        topic_prefix=f"{name}.",
-        worker_group=f"{name}-worker",
-        sink_group=f"{name}-sink",
-        sink_batch_max_records=25,
-        worker_concurrency=6,
-        chat_url=chat_url(free_port()),
-    )
-    upgrade(settings)
-    asyncio.run(ensure_topics(settings, wire.ALL_TOPICS))
-    return settings
-
-
-def _stored(engine: sa.Engine, schema: str) -> int:
-    with engine.connect() as conn:
-        return int(
-            conn.execute(sa.text(f'SELECT count(*) FROM "{schema}".stream_lines')).scalar_one()
-        )
-
-
-async def _wait_for_flow(
-    engine: sa.Engine, schema: str, since: int, check: Callable[[], None]
-) -> int:
-    """Waits until more lines are stored than ``since``; returns the new count."""
-    deadline = time.monotonic() + FLOW_WAIT_S
-    while (now := await asyncio.to_thread(_stored, engine, schema)) <= since:
-        check()
-        assert time.monotonic() < deadline, "no lines reached the archive"
-        await asyncio.sleep(0.1)
-    return now
+def settings(kafka_bootstrap: str, database_url: str, pg_schema: str) -> Settings:
+    return sink_fault_settings(kafka_bootstrap, database_url, schema=pg_schema)
 
 
 def _blocked_sinks(engine: sa.Engine) -> list[str]:
@@ -104,7 +67,7 @@ def _unfinished_job(engine: sa.Engine, schema: str) -> str | None:
 
 
 async def _kill_inside_a_transaction(
-    stack: Stack, engine: sa.Engine, pg_conninfo: str, schema: str
+    stack: SinkFaultStack, engine: sa.Engine, pg_conninfo: str, schema: str
 ) -> bool:
     """Holds one unfinished job's advisory lock until a sink's batch transaction waits on it,
     then SIGKILLs that sink: it dies with its batch fetched, written in part and uncommitted.
@@ -129,16 +92,8 @@ async def _kill_inside_a_transaction(
 async def test_sink_killed_mid_batch_loses_and_duplicates_no_line(
     settings: Settings, pg_conninfo: str, tmp_path: Path
 ) -> None:
-    port = int(settings.chat_url.split(":")[2].split("/")[0])
-    stack = start_stack(
-        settings,
-        tmp_path,
-        chat_port=port,
-        workers=1,
-        sinks=2,
-        line_delay_ms=LINE_DELAY_MS,
-        sent_log=tmp_path / "sent.ndjson",
-    )
+    sent_log = tmp_path / "sent.ndjson"
+    stack = start_stack(settings, tmp_path, line_delay_ms=LINE_DELAY_MS, sent_log=sent_log)
     engine = create_engine(settings)
     schema = settings.database_schema
     in_transaction = flowing = 0
@@ -150,7 +105,7 @@ async def test_sink_killed_mid_batch_loses_and_duplicates_no_line(
         for _ in range(KILLS):
             if await _kill_inside_a_transaction(stack, engine, pg_conninfo, schema):
                 in_transaction += 1
-            stored = await _wait_for_flow(engine, schema, stored, stack.assert_running)
+            stored = await wait_for_flow(engine, schema, stored, stack.assert_running)
             stack.kill_sink(stack.sinks[0])  # the oldest sink: it holds partitions
             stack.start_sink()
             flowing += 1
@@ -162,9 +117,7 @@ async def test_sink_killed_mid_batch_loses_and_duplicates_no_line(
         engine.dispose()
     sent = await sent_lines(settings)
     result = audit(settings, run.run_id, run.job_count, sent)
-    numbers = fault_support.audit(
-        pg_conninfo, settings.database_schema, run.run_id, run.job_count, tmp_path / "sent.ndjson"
-    )
+    numbers = fault_support.audit(pg_conninfo, schema, run.run_id, run.job_count, sent_log)
     print(
         "\n"
         + result.line(
@@ -178,6 +131,4 @@ async def test_sink_killed_mid_batch_loses_and_duplicates_no_line(
     assert outcome.finished
     assert run.job_count == JOBS and flowing == KILLS and in_transaction >= 1
     assert_nothing_lost_or_doubled(result)
-    print(f"Chat API sent log: {numbers}")
-    assert numbers.lines_sent == numbers.lines_stored == result.lines_stored
-    assert numbers.streams_unrecorded == 0 and numbers.lines_sent_not_stored == 0
+    assert_sent_log_agrees(result, numbers)

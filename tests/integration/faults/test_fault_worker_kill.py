@@ -11,21 +11,10 @@ The killed attempt 1 gets its terminal event from the takeover: ``failed`` with 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-from fault_support import (
-    TERMINAL,
-    audit,
-    make_jobs,
-    query,
-    running_stack,
-    stack_settings,
-    submit,
-    wait_archived,
-    wait_until,
-)
+from fault_support import TERMINAL, FaultStack, StackFactory
 
 pytestmark = pytest.mark.integration
 
@@ -34,41 +23,31 @@ LINE_DELAY_MS = 150
 CONCURRENCY = 4
 
 
-def test_fault_worker_sigkill_mid_run_loses_no_job_and_no_line(
-    kafka_bootstrap: str, database_url: str, pg_conninfo: str, tmp_path: Path
-) -> None:
-    settings = stack_settings(kafka_bootstrap, database_url, worker_concurrency=CONCURRENCY)
-    schema = settings.database_schema
-    with running_stack(
-        settings, pg_conninfo, tmp_path, workers=2, line_delay_ms=LINE_DELAY_MS
-    ) as stack:
-        jobs = make_jobs(JOBS, stack.chat_url)
-        run_id = jobs[0].run_id
-        submit(settings, jobs)
+def test_fault_worker_sigkill_mid_run_loses_no_job_and_no_line(fault_stack: StackFactory) -> None:
+    with fault_stack(workers=2, line_delay_ms=LINE_DELAY_MS, concurrency=CONCURRENCY) as stack:
+        run_id = stack.submit_run(JOBS)
         running_on_a = (
             "SELECT count(*) AS n FROM {s}.jobs WHERE run_id = %(run)s"
             " AND worker_id = 'worker-a' AND status = 'running' AND first_line_at IS NOT NULL"
         )
-        wait_until(
-            lambda: query(pg_conninfo, schema, running_on_a, run=run_id)[0]["n"] >= 2,
+        stack.wait_until(
+            lambda: stack.rows(running_on_a, run=run_id)[0]["n"] >= 2,
             timeout_s=90,
             what="worker-a to stream two jobs",
-            stack=stack,
         )
         worker_a = stack.workers[0]
         worker_a.kill()
         stack.gone.add(worker_a.name)
-        wait_archived(pg_conninfo, schema, run_id, JOBS, timeout_s=150, check=stack.check)
-        numbers = audit(pg_conninfo, schema, run_id, JOBS, stack.sent_log)
+        stack.wait_archived(run_id, JOBS, timeout_s=150)
+        numbers = stack.audit(run_id, JOBS)
         print(f"\nworker SIGKILL: {numbers}")
-        wait_until(
-            lambda: all(j["source"] is not None for j in _answers(pg_conninfo, schema, run_id)),
+        stack.wait_until(
+            lambda: all(j["source"] is not None for j in _answers(stack, run_id)),
             timeout_s=30,
             what="every job's answers row",
-            stack=stack,
         )
-        by_job = _answers(pg_conninfo, schema, run_id)
-        superseded = query(pg_conninfo, schema, _SUPERSEDED, run=run_id)[0]["n"]
+        by_job = _answers(stack, run_id)
+        superseded = stack.rows(_SUPERSEDED, run=run_id)[0]["n"]
     assert superseded == numbers.taken_over  # each lost attempt 1 ends as AttemptSuperseded
     assert numbers.taken_over >= 2 and numbers.state_fetched >= 1
     for job in by_job:
@@ -102,6 +81,6 @@ SELECT j.job_id, j.status, j.last_attempt, j.error_type, j.worker_id, a.source, 
 """
 
 
-def _answers(pg_conninfo: str, schema: str, run_id: str) -> list[dict[str, Any]]:
+def _answers(stack: FaultStack, run_id: str) -> list[dict[str, Any]]:
     """Returns: each job of the run with its last attempt's answer source and content."""
-    return query(pg_conninfo, schema, _ANSWERS, run=run_id)
+    return stack.rows(_ANSWERS, run=run_id)
