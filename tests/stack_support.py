@@ -8,8 +8,9 @@ default ``prepend`` import mode puts ``tests/`` (the folder of ``tests/conftest.
 
 * :class:`ServiceProcess`, :func:`start_cli`, :func:`wait_healthy`, :func:`stack_env`: one
   process, its log file, its ``/healthz`` wait and its stop (SIGTERM, then SIGKILL).
-* :func:`unique_settings`, :func:`isolated_settings`: settings on names no other test uses;
-  the latter also creates the schema (Alembic upgrade) and the topics, and drops the schema.
+* :func:`unique_settings`, :func:`migrated_settings`, :func:`isolated_settings`: settings on
+  names no other test uses; with the archive upgraded in a given schema; with a schema of their
+  own created (Alembic upgrade) and dropped afterwards, and the topics created.
 * :class:`ProcessStack`: Chat APIs, workers and sinks started and stopped together
   (:meth:`ProcessStack.running`).
 """
@@ -213,6 +214,16 @@ def unique_settings(
         **overrides,
     }
     return Settings(**values)
+
+
+def migrated_settings(
+    kafka_bootstrap: str, database_url: str, *, schema: str, tag: str = "s", **overrides: Any
+) -> Settings:
+    """:func:`unique_settings` in the existing (or new) ``schema``, with the archive's tables
+    upgraded to the newest revision (Alembic) in it."""
+    settings = unique_settings(kafka_bootstrap, database_url, tag=tag, schema=schema, **overrides)
+    upgrade(settings)
+    return settings
 
 
 def _conninfo(settings: Settings) -> str:

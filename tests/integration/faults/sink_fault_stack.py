@@ -36,11 +36,11 @@ from stack_support import (
     ServiceProcess,
     chat_url,
     free_port,
-    unique_settings,
+    migrated_settings,
 )
 
 from models import wire
-from pipeline.archive import create_engine, upgrade
+from pipeline.archive import create_engine
 from pipeline.kafka import DEFAULT_PARTITIONS, create_consumer, ensure_topics
 from pipeline.settings import Settings
 
@@ -59,7 +59,7 @@ KeyTriple = tuple[str, int, int]
 def sink_fault_settings(kafka_bootstrap: str, database_url: str, *, schema: str) -> Settings:
     """Settings on topics and consumer groups of their own, the archive upgraded in ``schema``
     and the topics created: 25 records a sink batch, 6 streams a worker, a free Chat API port."""
-    settings = unique_settings(
+    settings = migrated_settings(
         kafka_bootstrap,
         database_url,
         tag="sinkfault",
@@ -68,7 +68,6 @@ def sink_fault_settings(kafka_bootstrap: str, database_url: str, *, schema: str)
         worker_concurrency=6,
         chat_url=chat_url(free_port()),
     )
-    upgrade(settings)
     asyncio.run(ensure_topics(settings, wire.ALL_TOPICS))
     return settings
 

@@ -1,4 +1,5 @@
-"""Small, complete job transcripts for the sink tests: lines and lifecycle events.
+"""Small, complete job transcripts for the sink tests: lines and lifecycle events; sinks run
+in this process; polling.
 
 Each job is a ``__cutoff__`` line, ``n_deltas`` content deltas and a final answer, then the
 terminal ``completed`` event with its ``line_count``, so the archive can normalise it.
@@ -6,8 +7,11 @@ terminal ``completed`` event with its ``line_count``, so the archive can normali
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,6 +20,7 @@ from aiokafka import AIOKafkaProducer
 from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
 from pipeline.settings import Settings
+from pipeline.sink import Sink
 
 URL = "http://127.0.0.1:8400/api/v1/public/local/demo/agents/1/chat/stream-chat-state"
 
@@ -66,6 +71,49 @@ def job_records(
         ),
     ]
     return lines, events
+
+
+def jobs_records(
+    job_ids: Sequence[str], *, n_deltas: int
+) -> tuple[list[LineEnvelope], list[JobEvent]]:
+    """Returns: :func:`job_records` of each job, lines and events concatenated in job order."""
+    lines: list[LineEnvelope] = []
+    events: list[JobEvent] = []
+    for job_id in job_ids:
+        job_lines, job_events = job_records(job_id, n_deltas=n_deltas)
+        lines += job_lines
+        events += job_events
+    return lines, events
+
+
+@asynccontextmanager
+async def running_sinks(settings: Settings, count: int = 1) -> AsyncIterator[list[Sink]]:
+    """``count`` sinks started and running (``Sink.run``) in this event loop; on exit each is
+    asked to stop, its run awaited, and stopped."""
+    sinks = [Sink(settings) for _ in range(count)]
+    for sink in sinks:
+        await sink.start()
+    tasks = [asyncio.create_task(sink.run()) for sink in sinks]
+    try:
+        yield sinks
+    finally:
+        for sink in sinks:
+            sink.request_stop()
+        await asyncio.gather(*tasks)
+        for sink in sinks:
+            await sink.stop()
+
+
+async def wait_for(condition: Callable[[], bool], what: str, *, timeout_s: float) -> None:
+    """Polls ``condition`` (in a thread: it may query PostgreSQL) until true.
+
+    Raises:
+        AssertionError: ``timeout_s`` seconds passed (names ``what``).
+    """
+    deadline = time.monotonic() + timeout_s
+    while not await asyncio.to_thread(condition):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.2)
 
 
 async def produce_records(

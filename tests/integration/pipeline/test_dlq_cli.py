@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sink_records_support import job_records, produce_records
+from sink_records_support import job_records, produce_records, running_sinks, wait_for
+from stack_support import migrated_settings
 from typer.testing import CliRunner
 
 from models import wire
 from models.records import DeadLetter
-from pipeline.archive import create_engine, upgrade
+from pipeline.archive import create_engine
 from pipeline.cli import app
 from pipeline.cli_dlq import hexdump
 from pipeline.kafka import create_producer, ensure_topics
@@ -30,20 +30,10 @@ WAIT_S = 45.0
 
 
 @pytest.fixture
-def settings(
-    kafka_bootstrap: str, database_url: str, pg_schema: str, unique_name: Callable[[str], str]
-) -> Settings:
-    name = unique_name("dlq")
-    settings = Settings(
-        kafka_bootstrap=kafka_bootstrap,
-        database_url=database_url,
-        database_schema=pg_schema,
-        topic_prefix=f"{name}.",
-        sink_group=f"{name}-sink",
-        sink_batch_wait_ms=100,
+def settings(kafka_bootstrap: str, database_url: str, pg_schema: str) -> Settings:
+    return migrated_settings(
+        kafka_bootstrap, database_url, schema=pg_schema, tag="dlq", sink_batch_wait_ms=100
     )
-    upgrade(settings)
-    return settings
 
 
 @pytest.fixture
@@ -56,13 +46,8 @@ def engine(settings: Settings) -> Iterator[sa.Engine]:
 @pytest.fixture
 async def sink(settings: Settings) -> AsyncIterator[Sink]:
     await ensure_topics(settings, wire.ALL_TOPICS)
-    running = Sink(settings)
-    await running.start()
-    task = asyncio.create_task(running.run())
-    yield running
-    running.request_stop()
-    await task
-    await running.stop()
+    async with running_sinks(settings) as (running,):
+        yield running
 
 
 async def _cli(settings: Settings, *args: str) -> Any:
@@ -85,10 +70,7 @@ def _lines_stored(engine: sa.Engine, job_id: str) -> int:
 
 
 async def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not await asyncio.to_thread(condition):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.2)
+    await wait_for(condition, what, timeout_s=WAIT_S)
 
 
 async def _seed(settings: Settings) -> bytes:

@@ -8,22 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from sink_records_support import job_records, produce_records
+from sink_records_support import job_records, produce_records, running_sinks
+from stack_support import migrated_settings
 from typer.testing import CliRunner
 
 from models import wire
 from models.records import ChatJob
-from pipeline.archive import upgrade
 from pipeline.cli import app
 from pipeline.kafka import create_consumer, ensure_topics
 from pipeline.settings import Settings
-from pipeline.sink import Sink
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -35,20 +33,10 @@ QUESTIONS = {
 
 
 @pytest.fixture
-def settings(
-    kafka_bootstrap: str, database_url: str, pg_schema: str, unique_name: Callable[[str], str]
-) -> Settings:
-    name = unique_name("runs")
-    settings = Settings(
-        kafka_bootstrap=kafka_bootstrap,
-        database_url=database_url,
-        database_schema=pg_schema,
-        topic_prefix=f"{name}.",
-        sink_group=f"{name}-sink",
-        sink_batch_wait_ms=100,
+def settings(kafka_bootstrap: str, database_url: str, pg_schema: str) -> Settings:
+    return migrated_settings(
+        kafka_bootstrap, database_url, schema=pg_schema, tag="runs", sink_batch_wait_ms=100
     )
-    upgrade(settings)
-    return settings
 
 
 def _env(settings: Settings) -> dict[str, str]:
@@ -108,16 +96,9 @@ async def test_detached_batch_is_followed_by_runs_show_and_runs_wait(
 
     jobs = await _submitted_jobs(settings, 2)
     assert {job.run_id for job in jobs} == {run_id}
-    sink = Sink(settings)
-    await sink.start()
-    task = asyncio.create_task(sink.run())
-    try:
+    async with running_sinks(settings):
         await _play_worker(settings, jobs)
         waited = await _cli(settings, "runs", "wait", run_id, "--timeout", "60", "--json")
-    finally:
-        sink.request_stop()
-        await task
-        await sink.stop()
     assert waited.exit_code == 0, waited.output
     results = [json.loads(line) for line in waited.stdout.splitlines() if line.strip()]
     assert sorted(r["job_id"] for r in results) == sorted(job.job_id for job in jobs)

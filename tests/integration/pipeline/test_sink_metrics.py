@@ -3,79 +3,46 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import socket
 import sys
 import time
-from collections.abc import Callable
-from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-from sink_records_support import job_records, produce_records
+from sink_records_support import jobs_records, produce_records
+from stack_support import ROOT, Samples, free_port, migrated_settings, parse_samples, stack_env
 
 from models import wire
-from pipeline.archive import upgrade
 from pipeline.kafka import create_producer, ensure_topics
 from pipeline.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 WAIT_S = 60.0
 JOBS = 3
 DELTAS = 5
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def _value(
-    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str
-) -> float:
+def _value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 @pytest.fixture
-def settings(
-    kafka_bootstrap: str, database_url: str, pg_schema: str, unique_name: Callable[[str], str]
-) -> Settings:
-    name = unique_name("metrics")
-    settings = Settings(
-        kafka_bootstrap=kafka_bootstrap,
-        database_url=database_url,
-        database_schema=pg_schema,
-        topic_prefix=f"{name}.",
-        sink_group=f"{name}-sink",
-        sink_metrics_port=_free_port(),
+def settings(kafka_bootstrap: str, database_url: str, pg_schema: str) -> Settings:
+    return migrated_settings(
+        kafka_bootstrap,
+        database_url,
+        schema=pg_schema,
+        tag="metrics",
+        sink_metrics_port=free_port(),
     )
-    upgrade(settings)
-    return settings
 
 
 async def test_sink_metrics_endpoint_counts_lines_dead_letters_batches_and_lag(
     settings: Settings,
 ) -> None:
     await ensure_topics(settings, (wire.TOPIC_LINES, wire.TOPIC_JOB_EVENTS, wire.TOPIC_LINES_DLQ))
-    lines, events = [], []
-    for n in range(JOBS):
-        job_lines, job_events = job_records(f"metrics-{n}", n_deltas=DELTAS)
-        lines += job_lines
-        events += job_events
+    lines, events = jobs_records([f"metrics-{n}" for n in range(JOBS)], n_deltas=DELTAS)
     await produce_records(settings, lines, events)
     producer = create_producer(settings)
     await producer.start()
@@ -84,28 +51,20 @@ async def test_sink_metrics_endpoint_counts_lines_dead_letters_batches_and_lag(
         await producer.send_and_wait(topic, b"no headers", key=b"metrics-bad")
     finally:
         await producer.stop()
-    env = {
-        **os.environ,
-        "CHATSCRIBE_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-        "CHATSCRIBE_DATABASE_URL": settings.database_url.get_secret_value(),
-        "CHATSCRIBE_DATABASE_SCHEMA": settings.database_schema,
-        "CHATSCRIBE_TOPIC_PREFIX": settings.topic_prefix,
-        "CHATSCRIBE_SINK_GROUP": settings.sink_group,
-        "CHATSCRIBE_SINK_METRICS_PORT": str(settings.sink_metrics_port),
-    }
+    env = stack_env(settings, CHATSCRIBE_SINK_METRICS_PORT=str(settings.sink_metrics_port))
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pipeline.cli", "sink", env=env, cwd=REPO_ROOT
+        sys.executable, "-m", "pipeline.cli", "sink", env=env, cwd=ROOT
     )
     url = f"http://127.0.0.1:{settings.sink_metrics_port}/metrics"
     try:
         deadline = time.monotonic() + WAIT_S
-        samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        samples: Samples = {}
         async with httpx.AsyncClient() as client:
             while True:
                 assert process.returncode is None, "the sink exited"
                 assert time.monotonic() < deadline, f"metrics never showed the work: {samples}"
                 try:
-                    samples = _samples((await client.get(url, timeout=2)).text)
+                    samples = parse_samples((await client.get(url, timeout=2)).text)
                 except httpx.TransportError:
                     samples = {}
                 inserted = _value(samples, "chatscribe_sink_lines_total", result="inserted")

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 import sqlalchemy as sa
-from sink_records_support import job_records, produce_records
+from sink_records_support import jobs_records, produce_records, running_sinks, wait_for
+from stack_support import migrated_settings
 
 from models import wire
-from pipeline.archive import create_engine, upgrade
+from pipeline.archive import create_engine
 from pipeline.kafka import DEFAULT_PARTITIONS, ensure_topics
 from pipeline.settings import Settings
 from pipeline.sink import Sink
@@ -24,21 +23,15 @@ WAIT_S = 90.0
 
 
 @pytest.fixture
-def settings(
-    kafka_bootstrap: str, database_url: str, pg_schema: str, unique_name: Callable[[str], str]
-) -> Settings:
-    name = unique_name("scale")
-    settings = Settings(
-        kafka_bootstrap=kafka_bootstrap,
-        database_url=database_url,
-        database_schema=pg_schema,
-        topic_prefix=f"{name}.",
-        sink_group=f"{name}-sink",
+def settings(kafka_bootstrap: str, database_url: str, pg_schema: str) -> Settings:
+    return migrated_settings(
+        kafka_bootstrap,
+        database_url,
+        schema=pg_schema,
+        tag="scale",
         sink_batch_wait_ms=100,
         sink_batch_max_records=50,
     )
-    upgrade(settings)
-    return settings
 
 
 @pytest.fixture
@@ -54,10 +47,7 @@ def _scalar(engine: sa.Engine, query: str) -> int:
 
 
 async def _wait(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not await asyncio.to_thread(condition):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.2)
+    await wait_for(condition, what, timeout_s=WAIT_S)
 
 
 def _split(sinks: list[Sink]) -> bool:
@@ -73,17 +63,9 @@ async def test_two_sinks_in_one_group_split_the_partitions_and_store_each_line_o
     settings: Settings, engine: sa.Engine
 ) -> None:
     await ensure_topics(settings, (wire.TOPIC_LINES, wire.TOPIC_JOB_EVENTS, wire.TOPIC_LINES_DLQ))
-    sinks = [Sink(settings), Sink(settings)]
-    for sink in sinks:
-        await sink.start()
-    tasks = [asyncio.create_task(sink.run()) for sink in sinks]
-    try:
+    async with running_sinks(settings, 2) as sinks:
         await _wait(lambda: _split(sinks), "the group to split the partitions between both sinks")
-        lines, events = [], []
-        for n in range(JOBS):
-            job_lines, job_events = job_records(f"job-{n:03d}", n_deltas=DELTAS)
-            lines += job_lines
-            events += job_events
+        lines, events = jobs_records([f"job-{n:03d}" for n in range(JOBS)], n_deltas=DELTAS)
         await produce_records(settings, lines, events)
         schema = settings.database_schema
         done = (
@@ -91,12 +73,6 @@ async def test_two_sinks_in_one_group_split_the_partitions_and_store_each_line_o
             " AND normalised_attempt = 1"
         )
         await _wait(lambda: _scalar(engine, done) == JOBS, "every job to be normalised")
-    finally:
-        for sink in sinks:
-            sink.request_stop()
-        await asyncio.gather(*tasks)
-        for sink in sinks:
-            await sink.stop()
     schema = settings.database_schema
     stored = _scalar(engine, f'SELECT count(*) FROM "{schema}".stream_lines')
     distinct = _scalar(
