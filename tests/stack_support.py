@@ -41,6 +41,7 @@ from psycopg import sql
 from models import wire
 from pipeline.archive import create_engine, upgrade
 from pipeline.kafka import ensure_topics
+from pipeline.runner import RunOutcome, run_questions_file
 from pipeline.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,9 +89,6 @@ class ServiceProcess:
     def log(self, chars: int = LOG_TAIL_CHARS) -> str:
         """Returns: the last ``chars`` characters of its output."""
         return self.log_path.read_text(errors="replace")[-chars:]
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
 
     def assert_running(self) -> None:
         """Raises: AssertionError (with the log's tail) when the process has exited."""
@@ -295,7 +293,7 @@ class ProcessStack:
 
     @property
     def processes(self) -> list[ServiceProcess]:
-        return [*self.chat_apis, *self.workers, *self.sinks]
+        return [*self.workers, *self.sinks, *self.chat_apis]
 
     def start(self, name: str, *args: str, **extra_env: str) -> ServiceProcess:
         env = {**self.env, **extra_env}
@@ -328,16 +326,14 @@ class ProcessStack:
 
     def stop(self) -> None:
         """Stops every process (workers, sinks, then Chat APIs)."""
-        for process in [*self.workers, *self.sinks, *self.chat_apis]:
+        for process in self.processes:
             process.stop()
 
     def stop_cleanly(self) -> None:
         """Checks all still run, stops them and checks their exit codes: 0, or for a Chat API
         the SIGTERM that uvicorn re-raises once it has shut down gracefully."""
         self.assert_running()
-        for process in [*self.workers, *self.sinks, *self.chat_apis]:
-            if process.name in self.gone:
-                continue
+        for process in [p for p in self.processes if p.name not in self.gone]:
             code = process.stop()
             clean = (0, -signal.SIGTERM) if process in self.chat_apis else (0,)
             assert code in clean, f"{process.name} did not stop cleanly ({code}):\n{process.log()}"
@@ -364,6 +360,17 @@ class ProcessStack:
                 self.stop_cleanly()
         finally:
             self.stop()
+
+    def run_questions(self, path: Path, *, timeout_s: float) -> RunOutcome:
+        """Runs a questions file as ``chatscribe batch`` does; fails (AssertionError) when it
+        does not finish within ``timeout_s`` seconds or a process of the stack exits."""
+        run = run_questions_file
+        check = self.assert_running
+        outcome = asyncio.run(
+            run(self.settings, path, timeout_s=timeout_s, show_progress=False, check_alive=check)
+        )
+        assert outcome.finished, f"run did not finish: {outcome.results}"
+        return outcome
 
     def query(self, text: str, **params: Any) -> list[Any]:
         """Rows of ``text`` (``{s}`` is the schema) with bound ``:params``, via SQLAlchemy."""

@@ -25,7 +25,7 @@ from stack_support import ChatApi, ProcessStack, isolated_settings
 from models import wire
 from models.records import ChatJob, DeadLetter
 from pipeline.kafka import create_consumer
-from pipeline.runner import RunOutcome, run_questions_file
+from pipeline.runner import RunOutcome
 from pipeline.submit import cancel_jobs, submit_jobs
 
 pytestmark = pytest.mark.integration
@@ -75,17 +75,7 @@ def batch(stack: ProcessStack, tmp_path_factory: pytest.TempPathFactory) -> RunO
     """``examples``-style questions file run through the stack, as ``chatscribe batch`` does."""
     path = tmp_path_factory.mktemp("questions") / "questions.yaml"
     path.write_text(yaml.safe_dump(QUESTIONS))
-    outcome = asyncio.run(
-        run_questions_file(
-            stack.settings,
-            path,
-            timeout_s=120,
-            show_progress=False,
-            check_alive=stack.assert_running,
-        )
-    )
-    assert outcome.finished, f"run did not finish: {outcome.results}"
-    return outcome
+    return stack.run_questions(path, timeout_s=120)
 
 
 def _counts_by_origin(rows: list[list[Any]], schema: list[dict[str, Any]]) -> dict[str, int]:

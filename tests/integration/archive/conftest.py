@@ -31,7 +31,7 @@ from archive_stack import (
 from stack_support import ChatApi, chat_url, isolated_settings
 
 from models.records import ChatJob
-from pipeline.runner import RunOutcome, run_questions_file
+from pipeline.runner import RunOutcome
 from pipeline.submit import submit_jobs
 
 
@@ -64,16 +64,7 @@ def questions_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def run_a(stack: ArchiveStack, questions_file: Path) -> RunOutcome:
-    outcome = asyncio.run(
-        run_questions_file(
-            stack.settings,
-            questions_file,
-            timeout_s=180,
-            show_progress=False,
-            check_alive=stack.assert_running,
-        )
-    )
-    assert outcome.finished, f"run did not finish: {outcome.results}"
+    outcome = stack.run_questions(questions_file, timeout_s=180)
     assert {r.status for r in outcome.results} == {"completed"}
     return outcome
 
