@@ -34,7 +34,9 @@ import psycopg
 from psycopg import sql
 from stack_support import ChatApi, ProcessStack, isolated_settings
 
+from models import wire
 from models.records import ChatJob
+from pipeline.kafka import DEFAULT_PARTITIONS
 from pipeline.settings import Settings
 from pipeline.submit import submit_jobs
 
@@ -293,6 +295,22 @@ class FaultStack(ProcessStack):
         schema = self.settings.database_schema
         return audit(self.conninfo, schema, run_id, jobs_submitted, self.sent_log)
 
+    def balanced(self) -> bool:
+        """True when every worker's latest assignment of ``chat.requests`` is non-empty and
+        together they hold each partition exactly once (the group finished rebalancing)."""
+        topic = self.settings.topic(wire.TOPIC_REQUESTS)
+        pattern = re.compile(
+            rf"partitions assigned worker_id=\S+ topic={re.escape(topic)} partitions=\[([\d, ]*)\]"
+        )
+        held: list[int] = []
+        for worker in self.workers:
+            found = pattern.findall(worker.log(chars=1_000_000))
+            latest = [int(p) for p in found[-1].split(",") if p.strip()] if found else []
+            if not latest:
+                return False
+            held.extend(latest)
+        return sorted(held) == list(range(DEFAULT_PARTITIONS))
+
     def wait_until(self, check: Callable[[], bool], *, timeout_s: float, what: str) -> None:
         """Polls ``check`` until true, failing early when a process has exited."""
         deadline = time.monotonic() + timeout_s
@@ -337,6 +355,9 @@ def running_stack(
         )
         names = [f"worker-{chr(ord('a') + n)}" for n in range(workers)]
         with stack.running([chat], workers=names, sinks=["sink"], check_exit=True):
+            # Jobs submitted while the group still rebalances would be handed over between
+            # workers (pipeline.worker_group): tests counting takeovers start from a settled group.
+            stack.wait_until(stack.balanced, timeout_s=READY_TIMEOUT_S, what="a balanced group")
             yield stack
 
 
