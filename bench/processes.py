@@ -7,77 +7,27 @@ shows the end of its log when it dies early.
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 from models import wire
+from pipeline.children import ROOT as ROOT
+from pipeline.children import Child as Child
+from pipeline.children import ChildError as ChildError
+from pipeline.children import start_child
 from pipeline.settings import Settings
 
-ROOT: Final = Path(__file__).resolve().parent.parent
 LOG_DIR: Final = ROOT / ".state" / "bench"
 READY_TIMEOUT_S: Final = 120.0
-STOP_TIMEOUT_S: Final = 20.0
 BENCH_API_KEY: Final = "bench-key"
-
-
-class ChildError(RuntimeError):
-    """A child process died or did not get ready; the message ends with its log."""
-
-
-@dataclass
-class Child:
-    """A running child process and its log file."""
-
-    name: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def tail(self, lines: int = 30) -> str:
-        """Returns: the last ``lines`` lines of the log."""
-        text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        return "\n".join(text.splitlines()[-lines:])
-
-    def check(self) -> None:
-        """Raises ChildError when the process has exited."""
-        code = self.process.poll()
-        if code is not None:
-            raise ChildError(f"{self.name} exited with {code}; its log ends:\n{self.tail()}")
-
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL after STOP_TIMEOUT_S; safe to call twice."""
-        if self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 def start(name: str, module: str, *args: str, env: dict[str, str] | None = None) -> Child:
     """Starts ``python -m module args`` from the repository root, output to its log file."""
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
-    log_path = LOG_DIR / f"{name}.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    return Child(name, process, log_path)
+    return start_child(name, module, *args, log_dir=LOG_DIR, env=env)
 
 
 def free_port() -> int:
