@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 
 from models import wire
 from models.records import DeadLetter
-from pipeline.archive import create_engine
 from pipeline.cli import app
 from pipeline.cli_dlq import hexdump
 from pipeline.kafka import create_producer, ensure_topics
@@ -34,13 +33,6 @@ def settings(kafka_bootstrap: str, database_url: str, pg_schema: str) -> Setting
     return migrated_settings(
         kafka_bootstrap, database_url, schema=pg_schema, tag="dlq", sink_batch_wait_ms=100
     )
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[sa.Engine]:
-    engine = create_engine(settings)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture

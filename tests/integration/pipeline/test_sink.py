@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from aiokafka import TopicPartition
 
 from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
-from pipeline.archive import ArchiveWriter, BatchOutcome, create_engine, upgrade
+from pipeline.archive import ArchiveWriter, BatchOutcome, upgrade
 from pipeline.errors import ArchiveRejectedError, ArchiveUnavailableError
 from pipeline.kafka import DEFAULT_PARTITIONS, create_consumer, create_producer, ensure_topics
 from pipeline.settings import Settings
@@ -180,13 +180,6 @@ def settings(
     )
     upgrade(settings)
     return settings
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[sa.Engine]:
-    engine = create_engine(settings)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture

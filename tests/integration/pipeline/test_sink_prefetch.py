@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +15,7 @@ from aiokafka import TopicPartition
 
 from models import wire
 from models.records import JobEvent, LineEnvelope
-from pipeline.archive import ArchiveWriter, BatchOutcome, create_engine, upgrade
+from pipeline.archive import ArchiveWriter, BatchOutcome, upgrade
 from pipeline.errors import ArchiveUnavailableError
 from pipeline.kafka import create_consumer, create_producer, ensure_topics
 from pipeline.settings import Settings
@@ -57,13 +57,6 @@ def settings(
     )
     upgrade(settings)
     return settings
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[sa.Engine]:
-    engine = create_engine(settings)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
@@ -10,7 +10,6 @@ from sink_records_support import jobs_records, produce_records, running_sinks, w
 from stack_support import migrated_settings
 
 from models import wire
-from pipeline.archive import create_engine
 from pipeline.kafka import DEFAULT_PARTITIONS, ensure_topics
 from pipeline.settings import Settings
 from pipeline.sink import Sink
@@ -32,13 +31,6 @@ def settings(kafka_bootstrap: str, database_url: str, pg_schema: str) -> Setting
         sink_batch_wait_ms=100,
         sink_batch_max_records=50,
     )
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[sa.Engine]:
-    engine = create_engine(settings)
-    yield engine
-    engine.dispose()
 
 
 def _scalar(engine: sa.Engine, query: str) -> int:
