@@ -231,10 +231,22 @@ kafka_fail() {
     die "$1"
 }
 
+# True while the process in the PID file exists and is not a zombie. Unlike kafka_pid it does not
+# require `kafka.Kafka` in the command line: right after `setsid nohup java ... &` the child may
+# not have exec'd java yet, and a busy machine made that window long enough to fail a start.
+kafka_process_alive() {
+    local pid state
+    [[ -f $KAFKA_PID_FILE ]] || return 1
+    pid=$(cat "$KAFKA_PID_FILE")
+    [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+    state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || return 1
+    [[ $state != Z ]]
+}
+
 kafka_wait_ready() {
     local started=$SECONDS
     while ! kafka_answers; do
-        kafka_pid >/dev/null || kafka_fail "the Kafka broker exited during start-up"
+        kafka_process_alive || kafka_fail "the Kafka broker exited during start-up"
         ((SECONDS - started < KAFKA_READY_TIMEOUT_S)) ||
             kafka_fail "Kafka did not answer at $KAFKA_BOOTSTRAP within ${KAFKA_READY_TIMEOUT_S}s"
         sleep 1
