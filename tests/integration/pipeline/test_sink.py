@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from aiokafka import TopicPartition
+from stack_support import migrated_settings
 
 from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
-from pipeline.archive import ArchiveWriter, BatchOutcome, upgrade
+from pipeline.archive import ArchiveWriter, BatchOutcome
 from pipeline.errors import ArchiveRejectedError, ArchiveUnavailableError
 from pipeline.kafka import DEFAULT_PARTITIONS, create_consumer, create_producer, ensure_topics
 from pipeline.settings import Settings
@@ -166,20 +167,10 @@ def _records(job_id: str) -> tuple[list[LineEnvelope], list[JobEvent]]:
 
 
 @pytest.fixture
-def settings(
-    kafka_bootstrap: str, database_url: str, pg_schema: str, unique_name: Callable[[str], str]
-) -> Settings:
-    name = unique_name("sink")
-    settings = Settings(
-        kafka_bootstrap=kafka_bootstrap,
-        database_url=database_url,
-        database_schema=pg_schema,
-        topic_prefix=f"{name}.",
-        sink_group=f"{name}-sink",
-        sink_batch_wait_ms=100,
+def settings(kafka_bootstrap: str, database_url: str, pg_schema: str) -> Settings:
+    return migrated_settings(
+        kafka_bootstrap, database_url, schema=pg_schema, tag="s", sink_batch_wait_ms=100
     )
-    upgrade(settings)
-    return settings
 
 
 @pytest.fixture

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from aiokafka import TopicPartition
+from stack_support import migrated_settings
 
 from models import wire
 from models.records import JobEvent, LineEnvelope
-from pipeline.archive import ArchiveWriter, BatchOutcome, upgrade
+from pipeline.archive import ArchiveWriter, BatchOutcome
 from pipeline.errors import ArchiveUnavailableError
 from pipeline.kafka import create_consumer, create_producer, ensure_topics
 from pipeline.settings import Settings
@@ -42,21 +43,15 @@ def _lines(job_id: str) -> list[LineEnvelope]:
 
 
 @pytest.fixture
-def settings(
-    kafka_bootstrap: str, database_url: str, pg_schema: str, unique_name: Callable[[str], str]
-) -> Settings:
-    name = unique_name("prefetch")
-    settings = Settings(
-        kafka_bootstrap=kafka_bootstrap,
-        database_url=database_url,
-        database_schema=pg_schema,
-        topic_prefix=f"{name}.",
-        sink_group=f"{name}-sink",
+def settings(kafka_bootstrap: str, database_url: str, pg_schema: str) -> Settings:
+    return migrated_settings(
+        kafka_bootstrap,
+        database_url,
+        schema=pg_schema,
+        tag="p",
         sink_batch_wait_ms=100,
         sink_batch_max_records=5,
     )
-    upgrade(settings)
-    return settings
 
 
 @pytest.fixture
