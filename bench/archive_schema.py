@@ -1,7 +1,8 @@
 """Bench-only PostgreSQL schemas and Kafka topics: create, measure, drop.
 
 Every benchmark archives into a schema of its own (``bench_<hex>``, migrated with
-:func:`pipeline.archive.upgrade`) and topics under a prefix of its own, both removed at the end,
+:func:`pipeline.archive.engine.upgrade`) and topics under a prefix of its own, both removed at the
+end,
 so runs never see each other's rows and the shared services stay clean.
 
 :func:`install_commit_clock` adds, in that schema only, a table ``bench_commits`` and a deferred
@@ -24,8 +25,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from psycopg import sql
 
 from models import wire
-from pipeline.archive import upgrade
-from pipeline.kafka import ensure_topics
+from pipeline.archive.engine import upgrade
+from pipeline.kafka.clients import ensure_topics
 from pipeline.settings import Settings
 
 ARCHIVE_TABLES: Final = (

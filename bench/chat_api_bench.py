@@ -6,8 +6,8 @@ Baseline, same run, same requests and concurrency: the synthetic endpoint replay
 our agent recorded, so the ratio is the agent's own cost (planning, search, DuckDB, answer).
 
 svcSqlApi overhead, in-process: for each planned question, the SQL tool's work
-(:func:`chat_api.compiler.compile_semantic_sql` under the persona's row-level security, then
-:meth:`chat_api.warehouse.Warehouse.run`: first rows, exact count, JSON-safe values) against
+(:func:`chat_api.sql.compiler.compile_semantic_sql` under the persona's row-level security, then
+:meth:`chat_api.sql.warehouse.Warehouse.run`: first rows, exact count, JSON-safe values) against
 the same compiled SQL run directly on a DuckDB connection (``execute().fetchall()``),
 alternating the two, ``rounds`` times.
 """
@@ -25,12 +25,12 @@ import duckdb
 from bench import processes
 from bench.reader import ReadRun, read_all
 from bench.workload import questions_jobs, request_bodies
-from chat_api.app import load_toolbox
-from chat_api.compiler import compile_semantic_sql
-from chat_api.data import READ_ONLY_CONFIG
-from chat_api.planner import Plan, plan_question
-from chat_api.policies import UserContext
+from chat_api.http.app import load_toolbox
+from chat_api.planner.planner import Plan, plan_question
 from chat_api.settings import ChatApiSettings
+from chat_api.sql.compiler import compile_semantic_sql
+from chat_api.sql.data import READ_ONLY_CONFIG
+from chat_api.sql.policies import UserContext
 from models.chat import SessionSettings
 from models.records import ChatJob
 
@@ -64,7 +64,9 @@ def questions(rounds: int, synthetic_url: str) -> tuple[ReadRun, ReadRun]:
     """Runs the questions file ``rounds`` times against our Chat API, then the replay."""
     port = processes.free_port()
     env = {"CHATSCRIBE_API_KEYS": processes.BENCH_API_KEY}
-    api = processes.start("chat-api", "pipeline.cli", "api", "serve", "--port", str(port), env=env)
+    api = processes.start(
+        "chat-api", "pipeline.cli.app", "api", "serve", "--port", str(port), env=env
+    )
     try:
         processes.wait_healthy(api, port)
         ours = ask(processes.chat_url(port), questions_jobs(processes.chat_url(port)) * rounds)

@@ -4,7 +4,8 @@ Modes (issue 6, benchmark 2):
 
 * ``httpx``: the baseline, :func:`bench.reader.read_all` (read and discard);
 * ``worker``: what a worker does per job without faust's consumption of ``chat.requests``:
-  :class:`pipeline.jobs.JobRunner` with :class:`pipeline.kafka.JobOutput` on a real idempotent
+  :class:`pipeline.worker.job_runner.JobRunner` with :class:`pipeline.kafka.clients.JobOutput` on a
+  real idempotent
   aiokafka producer (``started``, every line to ``chat.lines``, ``first_line``, the terminal
   event, all acknowledged by Kafka before a job counts as done).
 
@@ -34,10 +35,10 @@ from bench.transcripts import load_transcripts, sent_at_of
 from bench.workload import bench_jobs, request_bodies
 from models import wire
 from models.records import ChatJob, LineEnvelope
-from pipeline.client import ChatClient
-from pipeline.jobs import JobRunner
-from pipeline.kafka import JobOutput, create_producer, ensure_topics
+from pipeline.chat.client import ChatClient
+from pipeline.kafka.clients import JobOutput, create_producer, ensure_topics
 from pipeline.settings import Settings
+from pipeline.worker.job_runner import JobRunner
 
 RSS_SAMPLE_S: Final = 0.02
 PAGE_KIB: Final = os.sysconf("SC_PAGE_SIZE") // 1024
@@ -99,7 +100,7 @@ async def drive_worker(
 
     Args:
         streams_per_client: Concurrent jobs sharing one :class:`ChatClient` (and runner);
-            0: one client for all, as ``pipeline.worker`` does.
+            0: one client for all, as ``pipeline.worker.app`` does.
 
     Returns:
         ``{"lines": lines produced, "completed": jobs completed}``.

@@ -4,7 +4,7 @@ A bench space (schema with the commit clock, topics) and real processes, ``chats
 and ``chatscribe sink`` (one; the suite also runs the large size with two sinks in one consumer
 group, ``e2e-<N>-2sinks``), against the synthetic endpoint. After a warm-up
 job (faust joins its group, the sink its own), each size's jobs are submitted with
-:func:`pipeline.submit.submit_jobs` (``accepted`` event and job record each) and the run waits
+:func:`pipeline.runs.submit.submit_jobs` (``accepted`` event and job record each) and the run waits
 until every job's ``answers`` row is committed.
 
 * jobs/s: jobs over the time from submission to the last commit;
@@ -34,8 +34,8 @@ from bench.reader import read_all
 from bench.transcripts import Transcript, stamp_line
 from bench.workload import bench_jobs, request_bodies
 from models.records import ChatJob
+from pipeline.runs.submit import submit_jobs
 from pipeline.settings import Settings
-from pipeline.submit import submit_jobs
 
 WORKER_CONCURRENCY: Final = 50
 POLL_S: Final = 0.25
@@ -94,7 +94,7 @@ class Stack:
             env = processes.pipeline_env(self.space.settings)
             names = ["worker", *["sink"] * self.sinks]
             for n, name in enumerate(names):
-                child = processes.start(f"e2e-{name}-{n}", "pipeline.cli", name, env=env)
+                child = processes.start(f"e2e-{name}-{n}", "pipeline.cli.app", name, env=env)
                 self.children.append(child)
         except BaseException:
             self.__exit__()

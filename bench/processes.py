@@ -14,10 +14,10 @@ import urllib.request
 from typing import Final
 
 from models import wire
-from pipeline.children import ROOT as ROOT
-from pipeline.children import Child as Child
-from pipeline.children import ChildError as ChildError
-from pipeline.children import start_child
+from pipeline.cli.children import ROOT as ROOT
+from pipeline.cli.children import Child as Child
+from pipeline.cli.children import ChildError as ChildError
+from pipeline.cli.children import start_child
 from pipeline.settings import Settings
 
 LOG_DIR: Final = ROOT / ".state" / "bench"

@@ -2,7 +2,7 @@
 
 * ``profile-sink.txt``: the sink's per-batch work on the benchmark-1 mix with derived rows:
   decoding the Kafka records (:meth:`LineEnvelope.from_record`, :meth:`JobEvent.from_value`)
-  and :meth:`pipeline.archive.ArchiveWriter.write_batch`, 5,000 records per batch, run in the
+  and :meth:`pipeline.archive.writer.ArchiveWriter.write_batch`, 5,000 records per batch, run in the
   main thread (the sink runs the write in a worker thread, which a sampling profiler started
   on the event loop's thread would not see). Kafka's fetch is left out: it is not where the
   time goes (``notes/measurements.md``: ~170,000 records/s).
@@ -29,8 +29,8 @@ from bench.results import RESULTS_DIR
 from bench.suite import Scale
 from bench.transcripts import MixLine, load_transcripts, sink_mix
 from models.records import JobEvent, LineEnvelope
-from pipeline.archive import ArchiveWriter
-from pipeline.sink import Sink
+from pipeline.archive.writer import ArchiveWriter
+from pipeline.sink.loop import Sink
 
 BATCH_RECORDS: Final = 5000
 
@@ -77,7 +77,7 @@ def profile_sink_loop(lines_count: int, path: Path) -> Path:
             await sink_ingest.produce(space.settings, warm)
             await sink_ingest.drain(sink, lines=1)
             await sink_ingest.produce(space.settings, lines)
-            with mock.patch("pipeline.sink.asyncio.to_thread", inline):
+            with mock.patch("pipeline.sink.loop.asyncio.to_thread", inline):
                 profiler.start()
                 await sink_ingest.drain(sink, lines=len(lines))
                 profiler.stop()

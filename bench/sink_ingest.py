@@ -2,8 +2,8 @@
 
 The lines are the recorded transcripts with every tool result padded to 1-100 KiB
 (:func:`bench.transcripts.sink_mix`). They are produced to a bench-only topic first (not timed);
-then an in-process :class:`pipeline.sink.Sink` (its consumer already in the group after a
-one-line warm-up) runs :meth:`~pipeline.sink.Sink.run_once` until every line is archived: that
+then an in-process :class:`pipeline.sink.loop.Sink` (its consumer already in the group after a
+one-line warm-up) runs :meth:`~pipeline.sink.loop.Sink.run_once` until every line is archived: that
 is timed, decoding and the idempotent ``COPY``-staging write included.
 
 Baseline, in the same run: a psycopg binary ``COPY`` of the same rows (the values the sink
@@ -31,10 +31,11 @@ from bench.archive_schema import BenchSpace, conninfo
 from bench.transcripts import MixLine, Transcript, sink_mix
 from models import wire
 from models.records import JobEvent, LineEnvelope
-from pipeline import archive_lines, chain
-from pipeline.kafka import create_producer, delivered, send
+from pipeline.archive import chain
+from pipeline.archive import lines as archive_lines
+from pipeline.kafka.clients import create_producer, delivered, send
 from pipeline.settings import Settings
-from pipeline.sink import Sink
+from pipeline.sink.loop import Sink
 
 COPY_BATCH_ROWS: Final = 5000
 DRAIN_TIMEOUT_S: Final = 600.0

@@ -3,13 +3,13 @@
 Each measurement runs in a fresh process (:mod:`bench.drive`) against the synthetic endpoint:
 
 * ``worker``: JobRunner + JobOutput + an idempotent aiokafka producer, one ChatClient for all
-  streams, as :mod:`pipeline.worker` runs jobs (faust's consumption of ``chat.requests`` is not
+  streams, as :mod:`pipeline.worker.app` runs jobs (faust's consumption of ``chat.requests`` is not
   included; the end-to-end benchmark has it);
 * ``httpx``: the baseline, plain httpx reading and discarding, one ``AsyncClient`` per 10
   streams (the fastest plain-httpx layout here; see ``bench/README.md``);
 * ``httpx-one-client``: the same with one ``AsyncClient`` for all streams, as a naive script
   would (httpcore's pool degrades with the number of connections it holds; the worker's
-  ChatClient splits its connections into pools of ``pipeline.client.STREAMS_PER_POOL``, so the
+  ChatClient splits its connections into pools of ``pipeline.chat.client.STREAMS_PER_POOL``, so the
   like-for-like baseline is the per-10 one).
 """
 

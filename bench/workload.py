@@ -18,8 +18,8 @@ from bench.reader import read_all
 from bench.transcripts import FIXTURE, Transcript, save_transcripts
 from models.chat import SessionSettings
 from models.records import ChatJob
-from pipeline.batch import expand_jobs, load_questions
-from pipeline.jobs import chat_request
+from pipeline.runs.batch import expand_jobs, load_questions
+from pipeline.worker.job_runner import chat_request
 
 QUESTIONS: Final = processes.ROOT / "examples" / "questions.yaml"
 JOB_DEADLINE_S: Final = 120.0
@@ -67,7 +67,7 @@ def record(path: Path = FIXTURE) -> list[Transcript]:
     port = processes.free_port()
     env = {"CHATSCRIBE_API_KEYS": processes.BENCH_API_KEY}
     api = processes.start(
-        "record-chat-api", "pipeline.cli", "api", "serve", "--port", str(port), env=env
+        "record-chat-api", "pipeline.cli.app", "api", "serve", "--port", str(port), env=env
     )
     try:
         processes.wait_healthy(api, port)

@@ -30,16 +30,16 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chat_api.answers import compose_answer, compose_cannot_answer, vega_spec
-from chat_api.compiler import CompiledQuery
-from chat_api.planner import CannotAnswer, Plan, QuerySpec, plan_question
-from chat_api.policies import UserContext
-from chat_api.search import search_members
-from chat_api.semantic import SemanticModel
-from chat_api.specs import PlanState, plan_state, spec_from_state
-from chat_api.sql_tool import ToolError, compile_tool_query, result_payload, run_tool_query
-from chat_api.vocabulary import Vocabulary
-from chat_api.warehouse import QueryResult, Warehouse
+from chat_api.planner.answers import compose_answer, compose_cannot_answer, vega_spec
+from chat_api.planner.planner import CannotAnswer, Plan, QuerySpec, plan_question
+from chat_api.planner.specs import PlanState, plan_state, spec_from_state
+from chat_api.planner.vocabulary import Vocabulary
+from chat_api.semantic.model import SemanticModel
+from chat_api.semantic.search import search_members
+from chat_api.sql.compiler import CompiledQuery
+from chat_api.sql.policies import UserContext
+from chat_api.sql.sql_tool import ToolError, compile_tool_query, result_payload, run_tool_query
+from chat_api.sql.warehouse import QueryResult, Warehouse
 from models import wire
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,8 @@
 """Configuration of our Chat API server, read once from ``CHATSCRIBE_*`` environment variables.
 
-One frozen :class:`ChatApiSettings` per process, built at the edge (:func:`chat_api.server.serve`
-or a test) and passed to :func:`chat_api.app.create_app`; nothing deeper reads ``os.environ``.
+One frozen :class:`ChatApiSettings` per process, built at the edge
+(:func:`chat_api.http.server.serve`
+or a test) and passed to :func:`chat_api.http.app.create_app`; nothing deeper reads ``os.environ``.
 
 Environment variables (prefix ``CHATSCRIBE_``):
 
@@ -38,9 +39,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from chat_api.data import default_database_path
-from chat_api.sessions import SESSION_TTL_S
-from chat_api.users import DEFAULT_EPHEMERAL_TTL_S, DEFAULT_MAX_EXTERNAL_USERS
+from chat_api.sql.data import default_database_path
+from chat_api.state.sessions import SESSION_TTL_S
+from chat_api.state.users import DEFAULT_EPHEMERAL_TTL_S, DEFAULT_MAX_EXTERNAL_USERS
 
 DEFAULT_API_KEY = "demo-key"
 DEFAULT_CLOUD_REGION = "local"

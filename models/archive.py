@@ -1,7 +1,7 @@
 """The PostgreSQL archive's tables (SQLAlchemy Core).
 
-A database module: only this module, :mod:`pipeline.archive` (and its ``archive_*`` helpers),
-:mod:`pipeline.runs` and the migrations import SQLAlchemy. The tables carry no schema; the
+A database module: only this module, :mod:`pipeline.archive.writer` (and its ``archive_*`` helpers),
+:mod:`pipeline.archive.runs` and the migrations import SQLAlchemy. The tables carry no schema; the
 writer applies ``settings.database_schema`` at run time with
 ``schema_translate_map={None: schema}``, so tests can use a fresh schema each. The migration
 (``migrations/versions/0001_archive.py``) creates the same tables explicitly; a test checks
@@ -11,14 +11,15 @@ Tables (design.md, "Archive tables"), one row per:
 
 * ``runs``: batch run (written by ``chatscribe batch``).
 * ``jobs``: question asked as one identity; folded from lifecycle events
-  (:mod:`pipeline.lifecycle`); ``normalised_attempt`` is the latest attempt whose derived rows
+  (:mod:`pipeline.transcript.lifecycle`); ``normalised_attempt`` is the latest attempt whose
+  derived rows
   are written.
 * ``job_events``: lifecycle event, as received (``payload``) — key (job, attempt, kind).
 * ``stream_lines``: raw NDJSON line, bytes exactly as received — key (job, attempt, line_no);
-  ``raw_sha256`` and ``chain_hash`` make it tamper-evident (:mod:`pipeline.chain`, migration
+  ``raw_sha256`` and ``chain_hash`` make it tamper-evident (:mod:`pipeline.archive.chain`, migration
   0002); ``redaction``/``redacted_at`` mark content removed by retention or redaction.
 * ``messages``, ``tool_calls``, ``sql_queries``, ``answers``: derived from a complete attempt's
-  lines by :func:`pipeline.transcript.normalise`; recomputable from ``stream_lines``.
+  lines by :func:`pipeline.transcript.normalise.normalise`; recomputable from ``stream_lines``.
 
 No foreign keys: lines and events arrive from two topics in any order.
 
@@ -240,7 +241,8 @@ answers = Table(
 )
 
 DERIVED_TABLES: Final = (messages, tool_calls, sql_queries, answers)
-"""Tables :func:`pipeline.transcript.normalise` fills for a (job, attempt); replaced as a whole."""
+"""Tables :func:`pipeline.transcript.normalise.normalise` fills for a (job, attempt); replaced as a
+whole."""
 
 INT32_MIN: Final = -(2**31)
 INT32_MAX: Final = 2**31 - 1

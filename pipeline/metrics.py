@@ -2,7 +2,7 @@
 
 Names follow Prometheus conventions: ``chatscribe_<process>_<what>_<unit>``; counters end in
 ``_total``. Lines per second is ``rate(chatscribe_worker_lines_total[1m])``. The sink's own
-metrics are in :mod:`pipeline.sink_metrics`.
+metrics are in :mod:`pipeline.sink.metrics`.
 """
 
 from __future__ import annotations

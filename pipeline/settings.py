@@ -43,9 +43,9 @@ class Settings(BaseSettings):
         sink_batch_max_records, sink_batch_wait_ms: Sink batching: records per ``getmany``
             and how long to wait for them.
         sink_metrics_port: TCP port of the sink's Prometheus ``/metrics``
-            (:mod:`pipeline.sink_metrics`); None: not served.
+            (:mod:`pipeline.sink.metrics`); None: not served.
         redact_detectors: Named redaction detectors applied to lines before storage
-            (comma-separated; :data:`pipeline.redaction.DETECTORS`).
+            (comma-separated; :data:`pipeline.archive.redaction.DETECTORS`).
         redact_patterns: Regular expressions redacted before storage (a JSON list).
     """
 

@@ -1,6 +1,6 @@
 """Support for tests that run the real stack as processes, as ``make demo`` runs it.
 
-Every part is ``python -m pipeline.cli api serve|worker|sink`` with the settings handed over as
+Every part is ``python -m pipeline.cli.app api serve|worker|sink`` with the settings handed over as
 ``CHATSCRIBE_*`` variables, on real Kafka and PostgreSQL, isolated by a topic prefix, consumer
 groups and a PostgreSQL schema unique to the caller. Importable from every test folder: pytest's
 default ``prepend`` import mode puts ``tests/`` (the folder of ``tests/conftest.py``) on
@@ -39,9 +39,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
 
 from models import wire
-from pipeline.archive import create_engine, upgrade
-from pipeline.kafka import ensure_topics
-from pipeline.runner import RunOutcome, run_questions_file
+from pipeline.archive.engine import create_engine, upgrade
+from pipeline.kafka.clients import ensure_topics
+from pipeline.runs.runner import RunOutcome, run_questions_file
 from pipeline.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,12 +151,12 @@ def start_cli(
     *,
     stop_timeout_s: float = STOP_TIMEOUT_S,
 ) -> ServiceProcess:
-    """Starts ``python -m pipeline.cli ARGS`` in the repository, output appended to
+    """Starts ``python -m pipeline.cli.app ARGS`` in the repository, output appended to
     ``logs/<name>.log``; does not wait for it."""
     log_path = logs / f"{name}.log"
     with log_path.open("ab") as log:
         popen = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", *args],
+            [sys.executable, "-m", "pipeline.cli.app", *args],
             env=env,
             cwd=ROOT,
             stdout=log,

@@ -7,8 +7,8 @@ Create Date: 2026-11-23
 * ``runs.rerun_of``: the run a ``chatscribe rerun`` asked again.
 * ``stream_lines.raw_sha256``: sha256 of the line as received (before any redaction);
   ``chain_hash``: sha256(previous line's ``chain_hash`` + line key + ``raw_sha256``), see
-  :mod:`pipeline.chain`; ``redaction`` (``redacted``/``deleted``) and ``redacted_at`` mark a row
-  whose ``raw`` no longer holds the received bytes (:mod:`pipeline.retention`).
+  :mod:`pipeline.archive.chain`; ``redaction`` (``redacted``/``deleted``) and ``redacted_at`` mark a row
+  whose ``raw`` no longer holds the received bytes (:mod:`pipeline.archive.retention`).
   ``ix_stream_lines_unchained`` (partial, ``chain_hash IS NULL``) finds lines waiting for a
   predecessor; it stays empty in the common case.
 * ``sql_queries.views``/``members``: what the SQL touched (sqlglot), kept when content expires.

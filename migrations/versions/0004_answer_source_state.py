@@ -5,7 +5,7 @@ Revises: 0003
 Create Date: 2026-11-23
 
 A takeover that fetches the thread's state (issue 4, "Delivery") gets no ``final`` line; its
-answer is read from the ``__state__`` line's messages (:mod:`pipeline.thread_state`) and
+answer is read from the ``__state__`` line's messages (:mod:`pipeline.transcript.thread_state`) and
 recorded with ``source = 'state'``.
 """
 

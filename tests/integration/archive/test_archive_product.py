@@ -29,11 +29,11 @@ from archive_stack import (
 )
 
 from models import wire
-from pipeline.accuracy import accuracy_line, run_accuracy
-from pipeline.kafka import create_consumer
-from pipeline.replay_server import create_app
-from pipeline.rerun import rerun
-from pipeline.runner import RunOutcome
+from pipeline.kafka.clients import create_consumer
+from pipeline.replay.server import create_app
+from pipeline.runs.accuracy import accuracy_line, run_accuracy
+from pipeline.runs.rerun import rerun
+from pipeline.runs.runner import RunOutcome
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

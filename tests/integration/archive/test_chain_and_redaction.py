@@ -12,10 +12,11 @@ import sqlalchemy as sa
 
 from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
-from pipeline.archive import ArchiveWriter, create_engine, upgrade
-from pipeline.chain import verify
-from pipeline.redaction import Redactor
-from pipeline.retention import RetentionPolicy, apply_policy
+from pipeline.archive.chain import verify
+from pipeline.archive.engine import create_engine, upgrade
+from pipeline.archive.redaction import Redactor
+from pipeline.archive.retention import RetentionPolicy, apply_policy
+from pipeline.archive.writer import ArchiveWriter
 from pipeline.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -26,7 +26,7 @@ from pydantic import SecretStr
 from starlette.applications import Starlette
 
 from chat_api.agent import Toolbox
-from chat_api.app import create_app, load_toolbox
+from chat_api.http.app import create_app, load_toolbox
 from chat_api.settings import ChatApiSettings
 from models import wire
 

@@ -11,10 +11,10 @@ import pytest
 from chat_support import session, stream_lines
 
 from chat_api.errors import SessionInvalidError, UserLimitError
-from chat_api.sessions import SessionStore
-from chat_api.state import open_state
-from chat_api.threads import StoredMessage, ThreadStore
-from chat_api.users import UserDirectory
+from chat_api.state.database import open_state
+from chat_api.state.sessions import SessionStore
+from chat_api.state.threads import StoredMessage, ThreadStore
+from chat_api.state.users import UserDirectory
 from models.chat import GenerateSessionRequest, SessionSettings
 
 if TYPE_CHECKING:

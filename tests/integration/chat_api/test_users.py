@@ -125,7 +125,15 @@ async def test_an_internal_user_added_by_the_admin_command_can_chat(
 ):
     with start_server() as api:
         env = {**os.environ, "CHATSCRIBE_API_DATABASE_URL": api.settings.api_database_url}
-        command = [sys.executable, "-m", "pipeline.cli", "api", "users", "add", "bea@example.com"]
+        command = [
+            sys.executable,
+            "-m",
+            "pipeline.cli.app",
+            "api",
+            "users",
+            "add",
+            "bea@example.com",
+        ]
         added = await asyncio.create_subprocess_exec(
             *command, "--attribute", "origin=LGA", env=env, stderr=asyncio.subprocess.PIPE
         )

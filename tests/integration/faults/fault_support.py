@@ -1,6 +1,6 @@
 """Support for the fault-injection tests: a real stack of processes, and the audit they share.
 
-Every part runs as its own process, as in production (``python -m pipeline.cli ...``): our Chat
+Every part runs as its own process, as in production (``python -m pipeline.cli.app ...``): our Chat
 API under uvicorn (with ``CHATSCRIBE_SENT_LOG``, so it logs every line it sent), workers and a
 sink, on real Kafka and PostgreSQL, with topics, consumer groups and a schema unique to the test.
 
@@ -36,9 +36,9 @@ from stack_support import ChatApi, ProcessStack, isolated_settings
 
 from models import wire
 from models.records import ChatJob
-from pipeline.kafka import DEFAULT_PARTITIONS
+from pipeline.kafka.clients import DEFAULT_PARTITIONS
+from pipeline.runs.submit import submit_jobs
 from pipeline.settings import Settings
-from pipeline.submit import submit_jobs
 
 API_KEY = "faults-key"
 READY_TIMEOUT_S = 90.0
@@ -356,7 +356,7 @@ def running_stack(
         names = [f"worker-{chr(ord('a') + n)}" for n in range(workers)]
         with stack.running([chat], workers=names, sinks=["sink"], check_exit=True):
             # Jobs submitted while the group still rebalances would be handed over between
-            # workers (pipeline.worker_group): tests counting takeovers start from a settled group.
+            # workers (pipeline.worker.group): tests counting takeovers start from a settled group.
             stack.wait_until(stack.balanced, timeout_s=READY_TIMEOUT_S, what="a balanced group")
             yield stack
 

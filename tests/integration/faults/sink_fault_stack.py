@@ -3,7 +3,7 @@ audit that compares what was sent with what the archive stored.
 
 * :func:`sink_fault_settings`: settings on topics and groups of their own, the archive
   upgraded in the given schema, the topics created.
-* :func:`start_stack`: our Chat API, worker(s) and sink(s), each ``python -m pipeline.cli ...``
+* :func:`start_stack`: our Chat API, worker(s) and sink(s), each ``python -m pipeline.cli.app ...``
   (:class:`stack_support.ProcessStack`); sinks serve their Prometheus metrics on a port of their
   own, so a test can read their counters before killing them.
 * :func:`sent_lines`: every record on ``chat.lines`` (what the workers sent), read back with a
@@ -40,8 +40,8 @@ from stack_support import (
 )
 
 from models import wire
-from pipeline.archive import create_engine
-from pipeline.kafka import DEFAULT_PARTITIONS, create_consumer, ensure_topics
+from pipeline.archive.engine import create_engine
+from pipeline.kafka.clients import DEFAULT_PARTITIONS, create_consumer, ensure_topics
 from pipeline.settings import Settings
 
 READY_TIMEOUT_S = 60.0
@@ -137,7 +137,7 @@ def start_stack(
 ) -> SinkFaultStack:
     """Starts the Chat API on the port of ``settings.chat_url`` (waits for ``/healthz``;
     ``line_delay_ms`` between lines; every line it sends logged to ``sent_log``,
-    :mod:`chat_api.sent_log`), the workers and the sinks. The caller stops it."""
+    :mod:`chat_api.http.sent_log`), the workers and the sinks. The caller stops it."""
     stack = SinkFaultStack(settings, logs, READY_TIMEOUT_S, STOP_TIMEOUT_S)
     env = {"CHATSCRIBE_LINE_DELAY_MS": str(line_delay_ms)}
     if sent_log is not None:

@@ -43,7 +43,16 @@ def test_cancel_run_aborts_every_unfinished_job_of_the_run(fault_stack: StackFac
             what="two jobs of the run to stream",
         )
         done = subprocess.run(
-            [sys.executable, "-m", "pipeline.cli", "cancel", "--run", run_id, "--reason", REASON],
+            [
+                sys.executable,
+                "-m",
+                "pipeline.cli.app",
+                "cancel",
+                "--run",
+                run_id,
+                "--reason",
+                REASON,
+            ],
             env=stack.env,
             cwd=ROOT,
             capture_output=True,

@@ -31,8 +31,8 @@ from sink_fault_stack import (
 )
 from stack_support import ROOT, free_port
 
-from pipeline.archive import create_engine
-from pipeline.runner import submit_questions_file, wait_for_run
+from pipeline.archive.engine import create_engine
+from pipeline.runs.runner import submit_questions_file, wait_for_run
 from pipeline.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

@@ -8,7 +8,7 @@ Neither rebalance makes a job run twice (no second attempt). The audit
 (:func:`fault_support.audit`) then checks that every job has exactly one final outcome and that
 every stored line is one the Chat API sent, once.
 
-Jobs that outlast the rebalance's grace (:data:`pipeline.worker_group.HANDOVER_GRACE_S`) are
+Jobs that outlast the rebalance's grace (:data:`pipeline.worker.group.HANDOVER_GRACE_S`) are
 handed over instead of holding the whole group: their record is published again, and the next
 owner ends the attempt as superseded and continues it by fetching the thread's state.
 """
@@ -106,7 +106,7 @@ def test_fault_rebalance_hands_over_jobs_that_outlast_the_grace(fault_stack: Sta
     assert numbers.outcomes == {"completed": HANDOVER_JOBS}
     assert numbers.taken_over >= 1 and numbers.state_fetched == numbers.taken_over
     # Unrecorded: only the state polls that found the turn still streaming (closed unrecorded,
-    # pipeline.jobs): three lines each (__cutoff__, __state__, __usage__).
+    # pipeline.worker.job_runner): three lines each (__cutoff__, __state__, __usage__).
     assert numbers.lines_sent_not_stored == 3 * numbers.streams_unrecorded
     assert "handing over running jobs" in logs and "job handed over" in logs
     for job in handed_over:  # attempt 1 ends once, superseded; the state gives the answer

@@ -29,9 +29,9 @@ from sink_fault_stack import (
     wait_for_flow,
 )
 
-from pipeline.archive import create_engine
-from pipeline.archive_jobs import lock_key
-from pipeline.runner import submit_questions_file, wait_for_run
+from pipeline.archive.engine import create_engine
+from pipeline.archive.jobs import lock_key
+from pipeline.runs.runner import submit_questions_file, wait_for_run
 from pipeline.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

@@ -25,7 +25,7 @@ from worker_support import (
     worker_settings,
 )
 
-from pipeline.kafka import ensure_topics
+from pipeline.kafka.clients import ensure_topics
 
 
 @pytest.fixture(scope="module")

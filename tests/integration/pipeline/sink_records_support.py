@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaProducer
 from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
 from pipeline.settings import Settings
-from pipeline.sink import Sink
+from pipeline.sink.loop import Sink
 
 URL = "http://127.0.0.1:8400/api/v1/public/local/demo/agents/1/chat/stream-chat-state"
 

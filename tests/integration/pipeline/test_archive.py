@@ -15,8 +15,9 @@ from pydantic import SecretStr
 
 from models import archive, wire
 from models.records import ChatJob, JobEvent, LineEnvelope
-from pipeline.archive import ArchiveWriter, create_engine, upgrade
-from pipeline.archive_lines import JSONB_REFUSED, NUL_REFUSED
+from pipeline.archive.engine import create_engine, upgrade
+from pipeline.archive.lines import JSONB_REFUSED, NUL_REFUSED
+from pipeline.archive.writer import ArchiveWriter
 from pipeline.errors import ArchiveSchemaError, ArchiveUnavailableError
 from pipeline.settings import Settings
 

@@ -13,7 +13,8 @@ import pytest
 import sqlalchemy as sa
 
 from models.records import LineEnvelope
-from pipeline.archive import ArchiveWriter, create_engine, upgrade
+from pipeline.archive.engine import create_engine, upgrade
+from pipeline.archive.writer import ArchiveWriter
 from pipeline.settings import Settings
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -73,7 +74,7 @@ def _refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_direct_copy_and_staging_store_identical_rows(
     engine: sa.Engine, settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="pipeline.archive_lines")
+    caplog.set_level(logging.INFO, logger="pipeline.archive.lines")
     writer = ArchiveWriter(engine, schema=settings.database_schema)
     clean = [line for line in _lines("j-direct") if line.line_no != 5]  # NaN: jsonb refuses
     direct = writer.write_batch(clean, [])

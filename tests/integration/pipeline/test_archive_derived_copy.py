@@ -1,4 +1,4 @@
-"""Derived rows written with COPY (pipeline.archive_derived) against real PostgreSQL: values
+"""Derived rows written with COPY (pipeline.archive.derived) against real PostgreSQL: values
 round-trip, and a refused attempt is skipped while the rest of the batch is normalised."""
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import pytest
 import sqlalchemy as sa
 
 from models.records import JobEvent, LineEnvelope
-from pipeline import archive_derived
-from pipeline import transcript as transcript_module
-from pipeline.archive import ArchiveWriter, create_engine, upgrade
+from pipeline.archive import derived as archive_derived
+from pipeline.archive.engine import create_engine, upgrade
+from pipeline.archive.writer import ArchiveWriter
 from pipeline.settings import Settings
-from pipeline.transcript import Transcript
+from pipeline.transcript import normalise as transcript_module
+from pipeline.transcript.normalise import Transcript
 
 pytestmark = pytest.mark.integration
 

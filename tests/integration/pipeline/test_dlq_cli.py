@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 
 from models import wire
 from models.records import DeadLetter
-from pipeline.cli import app
-from pipeline.cli_dlq import hexdump
-from pipeline.kafka import create_producer, ensure_topics
+from pipeline.cli.app import app
+from pipeline.cli.dlq import hexdump
+from pipeline.kafka.clients import create_producer, ensure_topics
 from pipeline.settings import Settings
-from pipeline.sink import Sink
+from pipeline.sink.loop import Sink
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

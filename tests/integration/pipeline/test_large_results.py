@@ -4,7 +4,7 @@ Record limits are raised consistently (``settings.max_record_bytes`` = 32 MiB fo
 ``max_request_size`` and the consumer's ``max_partition_fetch_bytes``; ``message.max.bytes`` in
 ``ops/kafka/server.properties.in``), so the line travels as one record, bytes unchanged. The
 Chat API here is a scripted Starlette app under uvicorn; the worker is a real process
-(:mod:`worker_support`), the sink the real :class:`pipeline.sink.Sink`.
+(:mod:`worker_support`), the sink the real :class:`pipeline.sink.loop.Sink`.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from worker_support import CHAT_PATH, WorkerProcess, free_port, start_worker, wo
 
 from models import wire
 from models.records import ChatJob
-from pipeline.archive import create_engine, upgrade
-from pipeline.kafka import ensure_topics
+from pipeline.archive.engine import create_engine, upgrade
+from pipeline.kafka.clients import ensure_topics
+from pipeline.runs.submit import submit_jobs
 from pipeline.settings import Settings
-from pipeline.sink import Sink
-from pipeline.submit import submit_jobs
+from pipeline.sink.loop import Sink
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from models import wire
 from models.records import ChatJob
-from pipeline.cli import app
-from pipeline.kafka import create_consumer, ensure_topics
+from pipeline.cli.app import app
+from pipeline.kafka.clients import create_consumer, ensure_topics
 from pipeline.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -20,11 +20,16 @@ from stack_support import migrated_settings
 
 from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
-from pipeline.archive import ArchiveWriter, BatchOutcome
+from pipeline.archive.writer import ArchiveWriter, BatchOutcome
 from pipeline.errors import ArchiveRejectedError, ArchiveUnavailableError
-from pipeline.kafka import DEFAULT_PARTITIONS, create_consumer, create_producer, ensure_topics
+from pipeline.kafka.clients import (
+    DEFAULT_PARTITIONS,
+    create_consumer,
+    create_producer,
+    ensure_topics,
+)
 from pipeline.settings import Settings
-from pipeline.sink import BatchReport, Sink
+from pipeline.sink.loop import BatchReport, Sink
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -34,7 +39,7 @@ AGENT_PATH = ["svc_data_analyst_agent"]
 WAIT_S = 45.0
 REPO_ROOT = Path(__file__).resolve().parents[3]
 RUN_SINK = (
-    "from pipeline.settings import Settings; from pipeline.sink import run_sink; "
+    "from pipeline.settings import Settings; from pipeline.sink.loop import run_sink; "
     "run_sink(Settings())"
 )
 Produce = Callable[[Sequence[LineEnvelope], Sequence[JobEvent]], Awaitable[None]]

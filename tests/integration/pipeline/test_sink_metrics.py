@@ -13,7 +13,7 @@ from sink_records_support import jobs_records, produce_records
 from stack_support import ROOT, Samples, free_port, migrated_settings, parse_samples, stack_env
 
 from models import wire
-from pipeline.kafka import create_producer, ensure_topics
+from pipeline.kafka.clients import create_producer, ensure_topics
 from pipeline.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -53,7 +53,7 @@ async def test_sink_metrics_endpoint_counts_lines_dead_letters_batches_and_lag(
         await producer.stop()
     env = stack_env(settings, CHATSCRIBE_SINK_METRICS_PORT=str(settings.sink_metrics_port))
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pipeline.cli", "sink", env=env, cwd=ROOT
+        sys.executable, "-m", "pipeline.cli.app", "sink", env=env, cwd=ROOT
     )
     url = f"http://127.0.0.1:{settings.sink_metrics_port}/metrics"
     try:

@@ -1,4 +1,4 @@
-"""The sink's fetch ahead (pipeline.sink_prefetch) against real Kafka and PostgreSQL: a failed
+"""The sink's fetch ahead (pipeline.sink.prefetch) against real Kafka and PostgreSQL: a failed
 write rewinds the batch fetched ahead too, a rebalance drops what it took, nothing is lost."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from stack_support import migrated_settings
 
 from models import wire
 from models.records import JobEvent, LineEnvelope
-from pipeline.archive import ArchiveWriter, BatchOutcome
+from pipeline.archive.writer import ArchiveWriter, BatchOutcome
 from pipeline.errors import ArchiveUnavailableError
-from pipeline.kafka import create_consumer, create_producer, ensure_topics
+from pipeline.kafka.clients import create_consumer, create_producer, ensure_topics
 from pipeline.settings import Settings
-from pipeline.sink import BatchReport, Sink
-from pipeline.sink_prefetch import Fetched, Prefetcher, fetch
+from pipeline.sink.loop import BatchReport, Sink
+from pipeline.sink.prefetch import Fetched, Prefetcher, fetch
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -10,9 +10,9 @@ from sink_records_support import jobs_records, produce_records, running_sinks, w
 from stack_support import migrated_settings
 
 from models import wire
-from pipeline.kafka import DEFAULT_PARTITIONS, ensure_topics
+from pipeline.kafka.clients import DEFAULT_PARTITIONS, ensure_topics
 from pipeline.settings import Settings
-from pipeline.sink import Sink
+from pipeline.sink.loop import Sink
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

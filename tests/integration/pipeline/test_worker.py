@@ -39,7 +39,7 @@ from worker_support import (
 
 from models import wire
 from models.records import ChatJob, LineEnvelope
-from pipeline.kafka import create_consumer, ensure_topics
+from pipeline.kafka.clients import create_consumer, ensure_topics
 from pipeline.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -383,7 +383,7 @@ async def test_worker_that_cannot_deliver_records_stops_without_acking_the_job(
 
 
 BROKEN_DELIVERY = """
-import pipeline.kafka as kafka
+import pipeline.kafka.clients as kafka
 async def delivered(self):
     raise kafka.RecordDeliveryError("injected: broker gone", topic="chat.lines")
 kafka.JobOutput.delivered = delivered

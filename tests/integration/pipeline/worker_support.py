@@ -37,9 +37,9 @@ from starlette.routing import Route
 
 from models import wire
 from models.records import ChatJob, JobEvent
-from pipeline.attempts import ERROR_TYPE_SUPERSEDED
-from pipeline.kafka import create_consumer, create_producer
+from pipeline.kafka.clients import create_consumer, create_producer
 from pipeline.settings import Settings
+from pipeline.worker.attempts import ERROR_TYPE_SUPERSEDED
 
 API_KEY = "worker-test-key"
 CHAT_PATH = wire.CHAT_PATH_TEMPLATE.format(cloud_region="t", account_name="acme", agent_id="7")
@@ -48,7 +48,7 @@ SLOW_LINE_DELAY_S = 0.1
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 30.0
 RUN_WORKER = (
-    "from pipeline.settings import Settings; from pipeline.worker import run_worker; "
+    "from pipeline.settings import Settings; from pipeline.worker.app import run_worker; "
     "run_worker(Settings())"
 )
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from chat_api.data import ensure_database
-from chat_api.policies import UserContext
-from chat_api.semantic import SemanticModel, load_model
-from chat_api.warehouse import Warehouse
+from chat_api.semantic.model import SemanticModel, load_model
+from chat_api.sql.data import ensure_database
+from chat_api.sql.policies import UserContext
+from chat_api.sql.warehouse import Warehouse
 
 ALL_FLIGHTS = 336_776
 

@@ -16,12 +16,12 @@ import pytest
 from chat_api import agent
 from chat_api.agent import Toolbox, Turn, TurnRequest, answer_chunks, snapshot_lines
 from chat_api.errors import QueryExecutionError
-from chat_api.planner import Plan, plan_question
-from chat_api.policies import UserContext
-from chat_api.semantic import SemanticModel
-from chat_api.specs import PlanState
-from chat_api.vocabulary import load_vocabulary
-from chat_api.warehouse import Warehouse
+from chat_api.planner.planner import Plan, plan_question
+from chat_api.planner.specs import PlanState
+from chat_api.planner.vocabulary import load_vocabulary
+from chat_api.semantic.model import SemanticModel
+from chat_api.sql.policies import UserContext
+from chat_api.sql.warehouse import Warehouse
 from models import wire
 from models.chat import StreamMessage
 from models.tools import meta_result, sql_input, sql_result

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from chat_api.answers import (
+from chat_api.planner.answers import (
     DATA_NAME,
     MAX_TABLE_ROWS,
     VEGA_LITE_SCHEMA,
@@ -15,12 +15,12 @@ from chat_api.answers import (
     format_value,
     vega_spec,
 )
-from chat_api.compiler import compile_semantic_sql
-from chat_api.planner import CannotAnswer, Plan, plan_question
-from chat_api.policies import UserContext
-from chat_api.semantic import SemanticModel
-from chat_api.vocabulary import build_vocabulary, load_vocabulary
-from chat_api.warehouse import Warehouse
+from chat_api.planner.planner import CannotAnswer, Plan, plan_question
+from chat_api.planner.vocabulary import build_vocabulary, load_vocabulary
+from chat_api.semantic.model import SemanticModel
+from chat_api.sql.compiler import compile_semantic_sql
+from chat_api.sql.policies import UserContext
+from chat_api.sql.warehouse import Warehouse
 
 SMALL = build_vocabulary(
     carriers=[("B6", "JetBlue Airways"), ("UA", "United Air Lines Inc.")],

@@ -10,12 +10,12 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from chat_api.compiler import CompiledQuery, compile_semantic_sql
-from chat_api.data import META_TABLE, ensure_database
 from chat_api.errors import AccessDeniedError, QueryExecutionError, SemanticSqlError
-from chat_api.policies import UserContext
-from chat_api.semantic import SemanticModel, load_model
-from chat_api.warehouse import Warehouse
+from chat_api.semantic.model import SemanticModel, load_model
+from chat_api.sql.compiler import CompiledQuery, compile_semantic_sql
+from chat_api.sql.data import META_TABLE, ensure_database
+from chat_api.sql.policies import UserContext
+from chat_api.sql.warehouse import Warehouse
 
 ALL_FLIGHTS = 336_776
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from chat_api.embed import chart_of, script_json, thread_turns
-from chat_api.threads import StoredMessage
+from chat_api.http.embed import chart_of, script_json, thread_turns
+from chat_api.state.threads import StoredMessage
 
 
 def _sql_call(**result: object) -> dict[str, str]:

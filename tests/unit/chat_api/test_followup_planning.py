@@ -1,7 +1,7 @@
 """Follow-up planning: a question continues the previous query of its thread.
 
 Each step runs the real path (plan -> Semantic SQL -> compiler -> DuckDB) with the previous
-step's query passed as a JSON :data:`~chat_api.specs.PlanState` (as threads keep it), and is
+step's query passed as a JSON :data:`~chat_api.planner.specs.PlanState` (as threads keep it), and is
 compared with a hand-written DuckDB query over the raw tables.
 """
 
@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from chat_api.compiler import compile_semantic_sql
-from chat_api.planner import CannotAnswer, Plan, plan_question
-from chat_api.policies import UserContext
-from chat_api.semantic import SemanticModel
-from chat_api.specs import PlanState, plan_state, spec_from_state
-from chat_api.vocabulary import Vocabulary, load_vocabulary
-from chat_api.warehouse import Warehouse
+from chat_api.planner.planner import CannotAnswer, Plan, plan_question
+from chat_api.planner.specs import PlanState, plan_state, spec_from_state
+from chat_api.planner.vocabulary import Vocabulary, load_vocabulary
+from chat_api.semantic.model import SemanticModel
+from chat_api.sql.compiler import compile_semantic_sql
+from chat_api.sql.policies import UserContext
+from chat_api.sql.warehouse import Warehouse
 
 
 @pytest.fixture(scope="module")

@@ -23,14 +23,14 @@ import sqlglot
 
 from chat_api import agent
 from chat_api.agent import Toolbox, Turn, TurnRequest
-from chat_api.compiler import compile_semantic_sql
 from chat_api.errors import SemanticSqlError
-from chat_api.planner import Plan, plan_question
-from chat_api.policies import UserContext
-from chat_api.semantic import SemanticModel, load_model
-from chat_api.sql_tool import sql_tool_result
-from chat_api.vocabulary import load_vocabulary
-from chat_api.warehouse import Warehouse
+from chat_api.planner.planner import Plan, plan_question
+from chat_api.planner.vocabulary import load_vocabulary
+from chat_api.semantic.model import SemanticModel, load_model
+from chat_api.sql.compiler import compile_semantic_sql
+from chat_api.sql.policies import UserContext
+from chat_api.sql.sql_tool import sql_tool_result
+from chat_api.sql.warehouse import Warehouse
 from models import wire
 from models.chat import StreamMessage
 

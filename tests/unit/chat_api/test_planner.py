@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from chat_api.compiler import compile_semantic_sql
-from chat_api.planner import (
+from chat_api.planner.planner import (
     CannotAnswer,
     Filter,
     Plan,
@@ -22,10 +21,17 @@ from chat_api.planner import (
     plan_question,
     render_semantic_sql,
 )
-from chat_api.policies import UserContext
-from chat_api.semantic import SemanticModel
-from chat_api.vocabulary import Vocabulary, build_vocabulary, load_vocabulary, scan, tokenize
-from chat_api.warehouse import Warehouse
+from chat_api.planner.vocabulary import (
+    Vocabulary,
+    build_vocabulary,
+    load_vocabulary,
+    scan,
+    tokenize,
+)
+from chat_api.semantic.model import SemanticModel
+from chat_api.sql.compiler import compile_semantic_sql
+from chat_api.sql.policies import UserContext
+from chat_api.sql.warehouse import Warehouse
 
 SMALL = build_vocabulary(
     carriers=[

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from chat_api.policies import UserContext
-from chat_api.search import search_members, tokens
-from chat_api.semantic import SemanticModel, load_model
+from chat_api.semantic.model import SemanticModel, load_model
+from chat_api.semantic.search import search_members, tokens
+from chat_api.sql.policies import UserContext
 
 
 def names(result: dict[str, Any]) -> dict[str, list[str]]:

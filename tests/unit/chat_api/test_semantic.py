@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from chat_api.errors import ModelError
-from chat_api.semantic import SemanticModel, load_model
+from chat_api.semantic.model import SemanticModel, load_model
 
 CONTRACT = {
     "flights": (

@@ -12,14 +12,14 @@ from pydantic import SecretStr
 
 from chat_api import agent
 from chat_api.agent import Toolbox, Turn, TurnRequest
-from chat_api.app import create_app
 from chat_api.errors import ChatApiError
-from chat_api.policies import UserContext
-from chat_api.semantic import SemanticModel
+from chat_api.http.app import create_app
+from chat_api.http.streaming import TurnRun, stored_message
+from chat_api.planner.vocabulary import load_vocabulary
+from chat_api.semantic.model import SemanticModel
 from chat_api.settings import ChatApiSettings
-from chat_api.streaming import TurnRun, stored_message
-from chat_api.vocabulary import load_vocabulary
-from chat_api.warehouse import Warehouse
+from chat_api.sql.policies import UserContext
+from chat_api.sql.warehouse import Warehouse
 from models import wire
 
 MARCH = "How many flights were there in March?"

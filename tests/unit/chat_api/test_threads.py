@@ -18,8 +18,7 @@ from chat_api.errors import (
     UnknownInternalUserError,
     UserLimitError,
 )
-from chat_api.sessions import SessionStore
-from chat_api.state import (
+from chat_api.state.database import (
     StateDatabase,
     add_key,
     count_keys,
@@ -27,8 +26,9 @@ from chat_api.state import (
     open_state,
     revoke_key,
 )
-from chat_api.threads import StoredMessage, ThreadStore
-from chat_api.users import UserDirectory
+from chat_api.state.sessions import SessionStore
+from chat_api.state.threads import StoredMessage, ThreadStore
+from chat_api.state.users import UserDirectory
 from models.chat import GenerateSessionRequest, SessionSettings
 
 

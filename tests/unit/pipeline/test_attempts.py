@@ -6,7 +6,8 @@ import pytest
 
 from models.chat import StreamMessage
 from models.records import JobEvent
-from pipeline.attempts import (
+from pipeline.errors import ChatConnectError, ChatNotFoundError, ChatServerError, StreamBrokenError
+from pipeline.worker.attempts import (
     AttemptPlan,
     AttemptState,
     Outcome,
@@ -15,7 +16,6 @@ from pipeline.attempts import (
     plan_attempt,
     superseded_event,
 )
-from pipeline.errors import ChatConnectError, ChatNotFoundError, ChatServerError, StreamBrokenError
 
 URL = "http://chat.test/x/stream-chat-state"
 

@@ -1,11 +1,11 @@
-"""Cancellations a worker received (pipeline.cancellations)."""
+"""Cancellations a worker received (pipeline.worker.cancellations)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.cancellations import Cancellations, cancel_reason
-from pipeline.jobs import JobControl
+from pipeline.worker.cancellations import Cancellations, cancel_reason
+from pipeline.worker.job_runner import JobControl
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from models.records import LineEnvelope
-from pipeline.chain import GENESIS, extend, line_key, link, raw_sha256
-from pipeline.replay import StoredLine, by_sort
+from pipeline.archive.chain import GENESIS, extend, line_key, link, raw_sha256
+from pipeline.archive.replay import StoredLine, by_sort
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from models.chat import AbortRequest, ChatRequest, GenerateSessionRequest
-from pipeline.client import ChatClient, StreamLine, error_message
+from pipeline.chat.client import ChatClient, StreamLine, error_message
 from pipeline.errors import (
     ChatAuthError,
     ChatClientError,

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.accuracy import accuracy_line, expectations_of, score
-from pipeline.batch import QuestionsFile
-from pipeline.diff import JobSnapshot, diff_runs
+from pipeline.archive.diff import JobSnapshot, diff_runs
+from pipeline.runs.accuracy import accuracy_line, expectations_of, score
+from pipeline.runs.batch import QuestionsFile
 
 
 def _job(

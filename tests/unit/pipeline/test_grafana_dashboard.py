@@ -10,7 +10,7 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 import pipeline.metrics
-import pipeline.sink_metrics
+import pipeline.sink.metrics
 
 DASHBOARD = Path(__file__).resolve().parents[3] / "ops" / "grafana" / "pipeline.json"
 METRIC_NAME = re.compile(r"\bchatscribe_[a-z0-9_]+\b")
@@ -41,7 +41,7 @@ REQUIRED = {
 
 def _exported() -> set[str]:
     """Returns: every sample name the worker and sink registries can expose."""
-    assert pipeline.metrics.JOBS and pipeline.sink_metrics.LINES  # registered on import
+    assert pipeline.metrics.JOBS and pipeline.sink.metrics.LINES  # registered on import
     names: set[str] = set()
     for family in REGISTRY.collect():
         if family.name.startswith("chatscribe_"):

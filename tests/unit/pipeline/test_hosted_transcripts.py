@@ -10,8 +10,8 @@ import pytest
 
 from models import wire
 from models.records import LineEnvelope
-from pipeline.sql_refs import touched
-from pipeline.transcript import Transcript, normalise
+from pipeline.transcript.normalise import Transcript, normalise
+from pipeline.transcript.sql_refs import touched
 
 HOSTED = Path(__file__).resolve().parents[2] / "data" / "hosted"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""Waiting for a topic's partitions at start-up (pipeline.job_history.topic_partitions)."""
+"""Waiting for a topic's partitions at start-up (pipeline.worker.history.topic_partitions)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Iterable
 import pytest
 from aiokafka.errors import KafkaConnectionError
 
-from pipeline.job_history import topic_partitions
-from pipeline.kafka import RecordDeliveryError
+from pipeline.kafka.clients import RecordDeliveryError
+from pipeline.worker.history import topic_partitions
 
 
 class _Metadata:

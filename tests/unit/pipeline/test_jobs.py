@@ -9,10 +9,10 @@ import httpx
 import pytest
 
 from models.records import ChatJob, JobEvent, LineEnvelope
-from pipeline.attempts import PriorAttempts
-from pipeline.client import ChatClient
+from pipeline.chat.client import ChatClient
 from pipeline.errors import PermanentError, TransientError
-from pipeline.jobs import JobControl, JobRunner, RetryPolicy
+from pipeline.worker.attempts import PriorAttempts
+from pipeline.worker.job_runner import JobControl, JobRunner, RetryPolicy
 
 URL = "http://chat.test/api/v1/public/r/a/agents/1/chat/stream-chat-state"
 FAST_RETRY = RetryPolicy(attempts=4, initial_s=0.001, max_s=0.005)

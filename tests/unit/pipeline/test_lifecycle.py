@@ -7,7 +7,7 @@ import pytest
 
 from models.chat import SessionSettings
 from models.records import ChatJob, JobEvent
-from pipeline.lifecycle import JobState, fold
+from pipeline.transcript.lifecycle import JobState, fold
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 URL = "http://127.0.0.1:8400/api/v1/public/local/demo/agents/1/chat/stream-chat-state"

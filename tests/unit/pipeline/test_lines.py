@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.lines import NdjsonSplitter, RawLine
+from pipeline.chat.lines import NdjsonSplitter, RawLine
 
 
 def _split(chunks: list[bytes]) -> list[RawLine]:

@@ -1,10 +1,10 @@
-"""Acks released in offset order per partition (pipeline.ordered_acks)."""
+"""Acks released in offset order per partition (pipeline.worker.ordered_acks)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.ordered_acks import OrderedAcks
+from pipeline.worker.ordered_acks import OrderedAcks
 
 
 def test_ordered_acks_later_record_is_held_until_the_earlier_one_ends() -> None:

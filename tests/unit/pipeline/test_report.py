@@ -5,8 +5,8 @@ import json
 
 from rich.console import Console
 
-from pipeline.report import render_json, render_table, summary
-from pipeline.runs import JobResult
+from pipeline.archive.runs import JobResult
+from pipeline.reports.run_report import render_json, render_table, summary
 
 
 def _result(status: str = "completed", **kw: object) -> JobResult:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from pipeline.result_compare import Result, normal_rows, results_match
+from pipeline.transcript.result_compare import Result, normal_rows, results_match
 
 
 def _result(rows: list[list[object]], *, total: int | None = None, ordered: bool = False) -> Result:

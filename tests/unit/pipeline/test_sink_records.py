@@ -10,10 +10,10 @@ from prometheus_client import REGISTRY
 
 from models import wire
 from models.records import JobEvent, LineEnvelope
-from pipeline.cli_dlq import hexdump
-from pipeline.dead_letters import DeadLetterRef
-from pipeline.sink_metrics import set_lag
-from pipeline.sink_records import decode_batch
+from pipeline.cli.dlq import hexdump
+from pipeline.kafka.dead_letters import DeadLetterRef
+from pipeline.sink.decode import decode_batch
+from pipeline.sink.metrics import set_lag
 
 LINES, EVENTS = "p.chat.lines", "p.chat.job-events"
 

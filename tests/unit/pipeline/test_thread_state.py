@@ -1,4 +1,4 @@
-"""The answer a thread's state holds (pipeline.thread_state)."""
+"""The answer a thread's state holds (pipeline.transcript.thread_state)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.thread_state import StateAnswer, state_answer
+from pipeline.transcript.thread_state import StateAnswer, state_answer
 
 
 @pytest.mark.parametrize(

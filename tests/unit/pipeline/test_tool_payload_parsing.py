@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models.chat import ToolCall
-from pipeline.tool_calls import MAX_NESTING, parse_payload, unnest
+from pipeline.transcript.tool_calls import MAX_NESTING, parse_payload, unnest
 
 
 def _call(result: str) -> ToolCall:

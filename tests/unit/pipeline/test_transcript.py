@@ -8,7 +8,7 @@ import pytest
 
 from models import wire
 from models.records import LineEnvelope
-from pipeline.transcript import Transcript, normalise
+from pipeline.transcript.normalise import Transcript, normalise
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -293,7 +293,7 @@ def test_lines_of_two_attempts_are_refused() -> None:
 
 
 def _state_fetch(messages: list[Any], *, usage_last: bool = True) -> list[bytes]:
-    """A state fetch's stream as our Chat API sends it (chat_api.streaming.state_lines)."""
+    """A state fetch's stream as our Chat API sends it (chat_api.http.streaming.state_lines)."""
     state = {"chatId": "c9", "isStreaming": False}
     lines = [
         _raw(id=wire.ID_CUTOFF, role="assistant", sort=0, state=state),

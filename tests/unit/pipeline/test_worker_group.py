@@ -1,4 +1,4 @@
-"""Handing running jobs over when a rebalance waits too long (pipeline.worker_group.HandOver)."""
+"""Handing running jobs over when a rebalance waits too long (pipeline.worker.group.HandOver)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from pipeline.worker_group import HandOver
+from pipeline.worker.group import HandOver
 
 GRACE_S = 0.3
 POLL_S = 0.02

@@ -1,0 +1,3 @@
+"""The deterministic reader of questions: vocabulary, reading, query specs, follow-ups, plans and
+answer texts.
+"""

@@ -1,0 +1,210 @@
+"""What a reading is made of, and the cursor the reader's passes share.
+
+A question's mentions (:func:`chat_api.planner.vocabulary.scan`) are read by
+:mod:`chat_api.planner.reading`
+into a :class:`Reading`: the measures asked for (:class:`Ask`), the breakdowns
+(:class:`Breakdown`) and the conditions (:class:`Condition`). :class:`Cursor` holds the mentions,
+the ones consumed so far and the :class:`Draft` being filled; the passes of
+:mod:`chat_api.planner.reading_conditions` and :mod:`chat_api.planner.reading` extend it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Literal
+
+from chat_api.planner.vocabulary import Mention, Number, Vocabulary, Word
+
+Operator = Literal["equals", "notEquals", "in", "gt", "gte", "lt", "lte"]
+Direction = Literal["asc", "desc"]
+Scalar = str | int | float
+
+COUNTABLE = frozenset({
+    "flights", "planes", "airlines", "airports", "destinations", "origins", "manufacturers",
+    "models", "observations",
+})  # fmt: skip
+"""Nouns that can be counted ("how many planes")."""
+
+
+class UnanswerableError(Exception):
+    """A question that cannot be mapped without guessing; ``reason`` says why, for the user."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A requested measure.
+
+    Attributes:
+        subject: A metric key of ``chat_api.planner.planner.METRICS`` (``"arr_delay"``), or a noun
+        to
+            count (``"flights"``, ``"destinations"``) when ``agg`` is ``"count"``.
+        agg: ``"avg"``, ``"sum"``, ``"min"``, ``"max"``, ``"count"``, or None when not said.
+        phrase: The words that asked for it.
+        superlative: A superlative right before the metric ("lowest average ..."): a ranking
+            direction, or the aggregation when nothing is grouped ("longest flight").
+    """
+
+    subject: str
+    agg: str | None
+    phrase: str
+    superlative: Direction | None = None
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """A breakdown asked for: ``noun`` such as ``"airlines"``/``"months"``, and its words."""
+
+    noun: str
+    phrase: str
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A condition before the view is known.
+
+    Attributes:
+        slot: What it constrains: ``carrier``, ``origin``, ``dest``, ``place`` (an airport
+            without a role), ``manufacturer``, ``month``, ``year``, ``day``, ``plane_year``, or
+            a measured dimension (``arr_delay``, ``distance``, ``seats``, ``temp``...).
+        operator: The comparison.
+        values: Codes, month numbers, years or amounts (minutes, miles...).
+        phrase: The words that asked for it.
+    """
+
+    slot: str
+    operator: Operator
+    values: tuple[Scalar, ...]
+    phrase: str
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a question says, not yet mapped onto a view.
+
+    Attributes:
+        asks: Measures asked for, in order.
+        dims: Breakdowns asked for.
+        conds: Conditions asked for.
+        rank: ``"desc"``/``"asc"`` from "top", "most", "fewest"; None when not ranked.
+        rank_phrase: The words that asked for the ranking.
+        limit: Explicit row count ("top 5", "which 3 airlines").
+        singular: True for "which <singular noun>", meaning one row when ranked.
+        top_default: "top" without a number (ten rows).
+        overall: "overall"/"in total": no breakdown.
+        lone_agg: An aggregation said without a measure ("and the maximum?"): in a follow-up it
+            re-aggregates the previous measure.
+        followup: The question opens with a follow-up word ("and", "what about", "now").
+        flight_context: Words that only make sense for flights (fly, flights, "to" a place).
+        origin_role: A bare "from"/"out of" without a place ("airports it flies from").
+        notes: Reasoning gathered while reading.
+    """
+
+    asks: tuple[Ask, ...] = ()
+    dims: tuple[Breakdown, ...] = ()
+    conds: tuple[Condition, ...] = ()
+    rank: Direction | None = None
+    rank_phrase: str = ""
+    limit: int | None = None
+    singular: bool = False
+    top_default: bool = False
+    overall: bool = False
+    lone_agg: str | None = None
+    followup: bool = False
+    flight_context: bool = False
+    origin_role: bool = False
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class Draft:
+    """The :class:`Reading` while the reader fills it in."""
+
+    asks: list[Ask] = field(default_factory=list)
+    dims: list[Breakdown] = field(default_factory=list)
+    conds: list[Condition] = field(default_factory=list)
+    rank: Direction | None = None
+    rank_phrase: str = ""
+    limit: int | None = None
+    singular: bool = False
+    top_default: bool = False
+    overall: bool = False
+    lone_agg: str | None = None
+    followup: bool = False
+    flight_context: bool = False
+    origin_role: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def freeze(self) -> Reading:
+        return replace(
+            Reading(**{f.name: getattr(self, f.name) for f in fields(Reading)}),
+            asks=tuple(self.asks),
+            dims=tuple(self.dims),
+            conds=tuple(self.conds),
+            notes=tuple(self.notes),
+        )
+
+
+_UNIT_WORDS = {"min": "minutes", "seats": "seats", "seat": "seats"}
+
+
+def word_of(mention: Mention | None) -> Word | None:
+    """Returns: the mention's vocabulary word, or None for a value, a number or nothing."""
+    return mention.meaning if mention is not None and isinstance(mention.meaning, Word) else None
+
+
+def role_of(mention: Mention | None) -> str:
+    """Returns: the role of the mention's word (``"metric"``, ``"filler"``...), or ``""``."""
+    word = word_of(mention)
+    return word.role if word is not None else ""
+
+
+def said_of(mention: Mention | None) -> str:
+    """Returns: the mention's normalised word, or ``""``."""
+    return mention.word if mention is not None else ""
+
+
+def number_of(mention: Mention | None) -> float | None:
+    """Returns: the mention's number, or None."""
+    if mention is not None and isinstance(mention.meaning, Number):
+        return mention.meaning.value
+    return None
+
+
+def unit_of(mention: Mention | None) -> str | None:
+    """Returns: the unit the mention names (``"minutes"``, ``"seats"``), or None."""
+    word = word_of(mention)
+    if word is not None and word.role == "unit":
+        return word.key
+    return _UNIT_WORDS.get(mention.word) if mention is not None else None
+
+
+class Cursor:
+    """The mentions of one question, which of them are consumed, and the draft reading.
+
+    Args:
+        mentions: The question's mentions, in order.
+        vocabulary: Values to recognise.
+    """
+
+    def __init__(self, mentions: tuple[Mention, ...], vocabulary: Vocabulary) -> None:
+        self.ms = mentions
+        self.vocabulary = vocabulary
+        self.used: set[int] = set()
+        self.dim_nouns: set[int] = set()
+        self.r = Draft()
+
+    def _at(self, i: int) -> Mention | None:
+        return self.ms[i] if 0 <= i < len(self.ms) else None
+
+    def _step(self, i: int, step: int, skip: tuple[str, ...] = ("filler",)) -> int:
+        i += step
+        while 0 <= i < len(self.ms) and role_of(self.ms[i]) in skip:
+            i += step
+        return i
+
+    def _note(self, text: str) -> None:
+        self.r.notes.append(text)

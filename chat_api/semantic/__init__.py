@@ -1,0 +1,2 @@
+"""The semantic data model: Cube-format YAML views, cubes, members, access policies as declared.
+"""

@@ -1,0 +1,194 @@
+"""Opening the Chat API's state database: engine, schema, and the account seeded from settings.
+
+The database is a SQLite file by default and PostgreSQL when ``CHATSCRIBE_API_DATABASE_URL``
+says so (``postgresql+psycopg://...``). The schema is created with SQLAlchemy's
+``metadata.create_all`` at start-up, not with Alembic: these are a handful of tables owned by
+one service, created in one step, while ``migrations/`` versions the separate PostgreSQL
+archive. A later schema change would get its own Alembic environment; until then
+``create_all`` is idempotent and needs nothing from the operator.
+
+At start-up :func:`open_state` also makes the served account exist, adds the configured API
+keys (``CHATSCRIBE_API_KEYS``) it does not hold yet, and marks turns still ``running`` from a
+previous process as ``interrupted`` (their stream died with that process). The keys table is
+the authority: a key stays valid until ``chatscribe api keys revoke`` removes it, even when
+it is no longer configured (several processes may share one database with different
+settings, and none of them may revoke another's keys by starting). One state database serves
+one running process at a time per account; a second process marks the first one's running
+turns ``interrupted`` (they are corrected when they end).
+
+All calls are synchronous; the HTTP layer runs them in worker threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    Engine,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import make_url
+
+from chat_api.state import tables
+
+logger = logging.getLogger(__name__)
+
+SQLITE_BUSY_TIMEOUT_S = 30.0
+KEY_SOURCE_CONFIG = "config"
+Clock = Callable[[], float]
+
+
+def key_digest(secret: str) -> str:
+    """Returns: the SHA-256 of ``secret`` as 64 hex digits (API keys, session ids)."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@dataclass
+class StateDatabase:
+    """The engine and clock every store shares.
+
+    Attributes:
+        engine: SQLAlchemy engine on the state database.
+        account: The account this process serves (``accountName`` of the chat path).
+        clock: Epoch seconds (``time.time``; tests pass a fake one).
+    """
+
+    engine: Engine
+    account: str
+    clock: Clock = field(default=time.time)
+
+    def __repr__(self) -> str:
+        return f"StateDatabase(url={self.engine.url!r}, account={self.account!r})"
+
+    def account_of_key(self, api_key: str) -> str | None:
+        """Returns: the account the API key belongs to, or None for an unknown key."""
+        query = select(tables.api_keys.c.account).where(
+            tables.api_keys.c.key_sha256 == key_digest(api_key)
+        )
+        with self.engine.connect() as conn:
+            return conn.execute(query).scalar_one_or_none()
+
+
+def create_state_engine(url: str) -> Engine:
+    """Returns: an engine on ``url``; SQLite files get their folder, WAL and a busy timeout.
+
+    Raises:
+        sqlalchemy.exc.ArgumentError: ``url`` is not a database URL.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(
+        url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False}
+    )
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    return engine
+
+
+def open_state(
+    url: str,
+    *,
+    account: str,
+    api_keys: Iterable[str],
+    clock: Clock = time.time,
+) -> StateDatabase:
+    """Opens the state database, creating the schema and seeding ``account`` and its keys.
+
+    Args:
+        url: SQLAlchemy URL (``sqlite:///path`` or ``postgresql+psycopg://...``).
+        account: The account served.
+        api_keys: The configured API keys of ``account`` (plain text; stored hashed).
+        clock: Epoch seconds.
+
+    Returns:
+        The database, ready for the stores.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: The database cannot be reached or written.
+    """
+    engine = create_state_engine(url)
+    tables.metadata.create_all(engine)
+    state = StateDatabase(engine=engine, account=account, clock=clock)
+    now = clock()
+    digests = {key_digest(key) for key in api_keys}
+    with engine.begin() as conn:
+        found = select(tables.accounts).where(tables.accounts.c.name == account)
+        if conn.execute(found).first() is None:
+            conn.execute(insert(tables.accounts).values(name=account, created_at_s=now))
+        _insert_missing_keys(conn, account, digests, source=KEY_SOURCE_CONFIG, now=now)
+        interrupted = conn.execute(
+            update(tables.turns)
+            .where(tables.turns.c.status == "running")
+            .values(status="interrupted", ended_at_s=now)
+        ).rowcount
+    logger.info(
+        "state opened url=%s account=%s api_keys=%d interrupted_turns=%d",
+        engine.url.render_as_string(hide_password=True),
+        account,
+        len(digests),
+        interrupted,
+    )
+    return state
+
+
+def _insert_missing_keys(
+    conn: Connection, account: str, digests: set[str], *, source: str, now: float
+) -> int:
+    keys = tables.api_keys
+    known = set(conn.execute(select(keys.c.key_sha256).where(keys.c.account == account)).scalars())
+    for digest in sorted(digests - known):
+        conn.execute(
+            insert(keys).values(key_sha256=digest, account=account, source=source, created_at_s=now)
+        )
+    return len(digests - known)
+
+
+def add_key(state: StateDatabase, api_key: str, *, source: str = "cli") -> bool:
+    """Adds ``api_key`` to the account. Returns: False when it was already there."""
+    with state.engine.begin() as conn:
+        added = _insert_missing_keys(
+            conn, state.account, {key_digest(api_key)}, source=source, now=state.clock()
+        )
+    return added == 1
+
+
+def revoke_key(state: StateDatabase, api_key: str) -> bool:
+    """Removes ``api_key`` from the account. Returns: False when it was not there."""
+    keys = tables.api_keys
+    with state.engine.begin() as conn:
+        removed = conn.execute(
+            delete(keys).where(
+                keys.c.account == state.account, keys.c.key_sha256 == key_digest(api_key)
+            )
+        ).rowcount
+    return removed == 1
+
+
+def count_keys(state: StateDatabase) -> int:
+    """Returns: the number of API keys of the account."""
+    keys = tables.api_keys
+    query = select(func.count()).where(keys.c.account == state.account)
+    with state.engine.connect() as conn:
+        return int(conn.execute(query).scalar_one())

@@ -1,0 +1,259 @@
+"""Archive writes for derived rows: normalise attempts whose lines are all stored.
+
+A database module used by :class:`pipeline.archive.writer.ArchiveWriter` inside its transaction
+(with
+the jobs' advisory locks held). An attempt is ready when a terminal event of it gave a
+``line_count`` and ``stream_lines`` holds lines ``1..line_count``; it is normalised once, which
+the presence of its ``answers`` row records. Normalising reads the lines back, runs the pure
+:func:`pipeline.transcript.normalise.normalise`, replaces the attempt's rows in ``messages``,
+``tool_calls``, ``sql_queries`` and ``answers`` and raises ``jobs.normalised_attempt``. So the
+order of lines and events across the two topics does not matter, and the derived tables can
+be recomputed from the raw lines at any time.
+
+All ready attempts of a batch are read with one query and written with one statement per
+table, under a savepoint; if PostgreSQL refuses a row, each attempt is retried under its own
+savepoint so that only the attempt at fault is left unnormalised (and logged).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final, TypeVar
+
+import psycopg
+import sqlalchemy as sa
+from psycopg.types.json import Jsonb
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects.postgresql import JSONB
+
+from models.archive import (
+    DERIVED_TABLES,
+    answers,
+    job_events,
+    jobs,
+    messages,
+    sql_queries,
+    storable,
+    storable_row,
+    stream_lines,
+    tool_calls,
+)
+from models.records import TERMINAL_EVENTS, LineEnvelope, parse_line
+from pipeline.transcript.normalise import Transcript, normalise
+
+logger = logging.getLogger(__name__)
+
+PAIRS_PER_QUERY: Final = 500
+_REFUSED: Final = (
+    sa_exc.DataError,
+    sa_exc.IntegrityError,
+    psycopg.DataError,
+    psycopg.IntegrityError,
+)
+"""A value PostgreSQL refuses, through SQLAlchemy or straight from psycopg (``COPY``)."""
+
+JobAttempt = tuple[str, int]
+LineKey = tuple[str, int, int]
+_T = TypeVar("_T")
+
+
+def normalise_ready(
+    conn: sa.Connection,
+    pairs: Sequence[JobAttempt],
+    *,
+    force: bool = False,
+    known: Mapping[LineKey, LineEnvelope] | None = None,
+) -> list[JobAttempt]:
+    """Normalises every ready attempt among ``pairs`` (module docstring).
+
+    Args:
+        conn: A connection inside the batch's transaction, job locks held.
+        pairs: (job id, attempt) pairs the batch touched.
+        force: Normalise again even when the attempt already has an ``answers`` row.
+        known: Lines already parsed, by (job id, attempt, line number); a stored line with
+            the same bytes is not parsed again.
+
+    Returns:
+        The pairs normalised. An attempt whose rows PostgreSQL refuses is logged and skipped;
+        the batch goes on.
+    """
+    targets = ready(conn, pairs, force=force)
+    if not targets:
+        return []
+    stored = read_lines(conn, targets, known or {})
+    transcripts = [normalise(stored[(j, a)], job_id=j, attempt=a) for j, a, _ in targets]
+    try:
+        with conn.begin_nested():
+            replace_rows(conn, transcripts)
+        return [(t.job_id, t.attempt) for t in transcripts]
+    except _REFUSED as exc:
+        logger.warning("derived rows refused, writing attempts one by one: %s", _cause(exc))
+    done = []
+    for transcript in transcripts:
+        try:
+            with conn.begin_nested():
+                replace_rows(conn, [transcript])
+        except _REFUSED as exc:
+            logger.error(
+                "cannot store derived rows job_id=%s attempt=%d error=%s",
+                transcript.job_id,
+                transcript.attempt,
+                _cause(exc),
+            )
+            continue
+        done.append((transcript.job_id, transcript.attempt))
+    return done
+
+
+def ready(
+    conn: sa.Connection, pairs: Sequence[JobAttempt], *, force: bool = False
+) -> list[tuple[str, int, int]]:
+    """Returns: ``(job_id, attempt, line_count)`` of the ready attempts among ``pairs``, sorted;
+    with several terminal events for one attempt, the largest ``line_count`` counts."""
+    e, lines = job_events, stream_lines
+    stored = (
+        sa.select(sa.func.count())
+        .where(lines.c.job_id == e.c.job_id, lines.c.attempt == e.c.attempt)
+        .where(lines.c.line_no <= e.c.line_count)
+        .scalar_subquery()
+    )
+    done = sa.exists().where(answers.c.job_id == e.c.job_id, answers.c.attempt == e.c.attempt)
+    found: dict[JobAttempt, int] = {}
+    for chunk in _chunks(list(pairs), PAIRS_PER_QUERY):
+        query = (
+            sa.select(e.c.job_id, e.c.attempt, e.c.line_count)
+            .where(sa.tuple_(e.c.job_id, e.c.attempt).in_(chunk))
+            .where(e.c.kind.in_(sorted(TERMINAL_EVENTS)), e.c.line_count.is_not(None))
+            .where(stored == e.c.line_count)
+        )
+        for row in conn.execute(query if force else query.where(~done)):
+            key = (row.job_id, row.attempt)
+            found[key] = max(found.get(key, 0), row.line_count)
+    return [(job_id, attempt, n) for (job_id, attempt), n in sorted(found.items())]
+
+
+def read_lines(
+    conn: sa.Connection,
+    targets: Sequence[tuple[str, int, int]],
+    known: Mapping[LineKey, LineEnvelope],
+) -> dict[JobAttempt, list[LineEnvelope]]:
+    """Returns: lines ``1..line_count`` of each target attempt as stored, by (job, attempt);
+    each parsed from ``raw`` unless ``known`` holds the same bytes already parsed."""
+    c = stream_lines.c
+    limits = {(job_id, attempt): n for job_id, attempt, n in targets}
+    out: dict[JobAttempt, list[LineEnvelope]] = defaultdict(list)
+    for chunk in _chunks(list(limits), PAIRS_PER_QUERY):
+        query = (
+            sa.select(c.job_id, c.attempt, c.line_no, c.received_at, c.raw, c.terminated, c.chat_id)
+            .where(sa.tuple_(c.job_id, c.attempt).in_(chunk))
+            .order_by(c.job_id, c.attempt, c.line_no)
+        )
+        for row in conn.execute(query):
+            if row.line_no <= limits[(row.job_id, row.attempt)]:
+                out[(row.job_id, row.attempt)].append(_envelope(row, known))
+    return out
+
+
+def _envelope(row: Any, known: Mapping[LineKey, LineEnvelope]) -> LineEnvelope:
+    raw = bytes(row.raw)
+    line = known.get((row.job_id, row.attempt, row.line_no))
+    if line is not None and line.raw == raw:
+        return line
+    message, parse_error = parse_line(raw)
+    # Stored keys were validated on the way in; only the line itself is parsed again.
+    return LineEnvelope.model_construct(
+        job_id=row.job_id,
+        attempt=row.attempt,
+        line_no=row.line_no,
+        received_at=row.received_at,
+        raw=raw,
+        terminated=row.terminated,
+        chat_id=row.chat_id,
+        message=message,
+        parse_error=parse_error,
+    )
+
+
+def replace_rows(conn: sa.Connection, transcripts: Sequence[Transcript]) -> None:
+    """Replaces the derived rows of the transcripts' attempts and records them in ``jobs``.
+
+    ``jobs.normalised_attempt`` becomes the largest attempt normalised; ``jobs.chat_id`` is
+    filled from the transcript when it is the job's current attempt and has none.
+    """
+    keys = [(t.job_id, t.attempt) for t in transcripts]
+    for table in DERIVED_TABLES:
+        for chunk in _chunks(keys, PAIRS_PER_QUERY):
+            conn.execute(
+                table.delete().where(sa.tuple_(table.c.job_id, table.c.attempt).in_(chunk))
+            )
+    _insert(conn, messages, (m.to_row() for t in transcripts for m in t.messages))
+    _insert(conn, tool_calls, (c.to_row() for t in transcripts for c in t.tool_calls))
+    _insert(conn, sql_queries, (q.to_row() for t in transcripts for q in t.sql_queries))
+    _insert(conn, answers, (t.answer.to_row() for t in transcripts))
+    attempt, chat_id = (
+        sa.bindparam("n_attempt", type_=sa.Integer),
+        sa.bindparam("n_chat_id", type_=sa.Text),
+    )
+    current = jobs.c.last_attempt == attempt
+    update = (
+        jobs.update()
+        .where(jobs.c.job_id == sa.bindparam("n_job_id"))
+        .values(
+            normalised_attempt=sa.func.greatest(jobs.c.normalised_attempt, attempt),
+            chat_id=sa.case(
+                (current, sa.func.coalesce(jobs.c.chat_id, chat_id)), else_=jobs.c.chat_id
+            ),
+            updated_at=sa.func.now(),
+        )
+    )
+    params = [
+        {"n_job_id": t.job_id, "n_attempt": t.attempt, "n_chat_id": storable(t.chat_id)}
+        for t in transcripts
+    ]
+    conn.execute(update, params)
+
+
+def _insert(conn: sa.Connection, table: sa.Table, rows: Iterable[dict[str, Any]]) -> None:
+    """``COPY``s the rows (cleaned by :func:`storable_row`) into ``table``.
+
+    The attempts' old rows were deleted just before in the same transaction, so nothing can
+    conflict; ``COPY`` skips SQLAlchemy's per-value processing and the multi-row ``INSERT``
+    text psycopg would otherwise parse again per batch (bench ``e2e``). ``jsonb`` values go
+    as :class:`psycopg.types.json.Jsonb`, the rest through psycopg's text adaptation; columns
+    a row leaves out take their defaults. Source:
+    https://www.psycopg.org/psycopg3/docs/basic/copy.html.
+
+    Raises:
+        psycopg.DataError, psycopg.IntegrityError: PostgreSQL refused a row (the caller's
+            savepoint isolates the attempt).
+    """
+    stored = [storable_row(row) for row in rows]
+    if not stored:
+        return
+    columns = list(stored[0])
+    json_columns = {c for c in columns if isinstance(table.c[c].type, JSONB)}
+    schema = (conn.get_execution_options().get("schema_translate_map") or {}).get(None)
+    target = f'"{schema}"."{table.name}"' if schema else f'"{table.name}"'
+    names = ", ".join(f'"{c}"' for c in columns)
+    statement = f"COPY {target} ({names}) FROM STDIN"
+    driver = conn.connection.driver_connection
+    assert isinstance(driver, psycopg.Connection), "archive needs the psycopg 3 driver"
+    with driver.cursor() as cursor, cursor.copy(statement) as copy:
+        for row in stored:
+            copy.write_row(
+                [
+                    Jsonb(row[c]) if c in json_columns and row[c] is not None else row.get(c)
+                    for c in columns
+                ]
+            )
+
+
+def _cause(exc: Exception) -> object:
+    return exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+
+
+def _chunks(items: list[_T], size: int) -> Iterable[list[_T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

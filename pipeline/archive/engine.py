@@ -1,0 +1,105 @@
+"""The archive's engine, migrations and database error translation (SQLAlchemy 2, psycopg 3).
+
+Database errors are translated here, once, for every module of :mod:`pipeline.archive`:
+
+* connection refused, server restarting, deadlock, serialization failure →
+  :class:`~pipeline.errors.ArchiveUnavailableError` (transient: retry the whole batch);
+* a value PostgreSQL refuses (SQLSTATE class 22/23) → :class:`~pipeline.errors.ArchiveRejectedError`
+  (permanent: the sink isolates the record);
+* a missing table or column, or no permission (class 42/3F) →
+  :class:`~pipeline.errors.ArchiveSchemaError` (permanent: run ``chatscribe db upgrade``);
+* anything else the server reports (disk full, shutdown, lock timeout ...) → transient.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+import psycopg
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import exc as sa_exc
+
+from pipeline.errors import (
+    ArchiveRejectedError,
+    ArchiveSchemaError,
+    ArchiveUnavailableError,
+    PipelineError,
+)
+from pipeline.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+MIGRATIONS_DIR: Final = Path(__file__).resolve().parents[2] / "migrations"
+CONNECT_TIMEOUT_S: Final = 5
+_REJECTED_CLASSES: Final = ("22", "23")
+_SCHEMA_CLASSES: Final = ("42", "3F")
+
+
+def create_engine(settings: Settings) -> sa.Engine:
+    """Builds the archive's engine (psycopg 3) with the schema applied to every table.
+
+    Returns:
+        An engine whose connections translate :mod:`models.archive`'s schema-less tables to
+        ``settings.database_schema`` (``schema_translate_map``); pre-ping on checkout.
+    """
+    return sa.create_engine(
+        settings.database_url.get_secret_value(),
+        pool_pre_ping=True,
+        pool_size=2,
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
+        execution_options={"schema_translate_map": {None: settings.database_schema}},
+    )
+
+
+def upgrade(settings: Settings, revision: str = "head") -> None:
+    """Runs ``alembic upgrade`` for ``settings.database_schema``, creating the schema if missing.
+
+    Args:
+        settings: Database URL and schema.
+        revision: Target revision (default: the newest).
+
+    Raises:
+        ArchiveUnavailableError: PostgreSQL cannot be reached.
+    """
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.attributes["settings"] = settings
+    with translate_errors("upgrade"):
+        command.upgrade(config, revision)
+    logger.info("archive upgraded schema=%s revision=%s", settings.database_schema, revision)
+
+
+@contextmanager
+def translate_errors(action: str) -> Iterator[None]:
+    """Translates SQLAlchemy and psycopg errors into the pipeline's (module docstring).
+
+    Raises:
+        ArchiveUnavailableError: The server is unreachable, restarting, or the transaction
+            lost a deadlock or serialization conflict (and other server-side failures).
+        ArchiveRejectedError: The server refused a value (SQLSTATE class 22 or 23).
+        ArchiveSchemaError: A table or column is missing, or access is denied (42, 3F).
+    """
+    try:
+        yield
+    except (sa_exc.DBAPIError, psycopg.Error) as exc:
+        raise _translated(action, exc) from exc
+
+
+def _translated(action: str, exc: Exception) -> PipelineError:
+    driver = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+    invalidated = isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated
+    sqlstate = getattr(driver, "sqlstate", None)
+    message = f"archive {action} failed: {type(driver).__name__}: {str(driver).strip()[:300]}"
+    if invalidated or isinstance(driver, psycopg.OperationalError | psycopg.InterfaceError):
+        return ArchiveUnavailableError(message)
+    if sqlstate and sqlstate[:2] in _REJECTED_CLASSES:
+        return ArchiveRejectedError(message, sqlstate=sqlstate)
+    if sqlstate and sqlstate[:2] in _SCHEMA_CLASSES:
+        return ArchiveSchemaError(message, sqlstate=sqlstate)
+    return ArchiveUnavailableError(message)

@@ -1,0 +1,236 @@
+"""Archive writes for raw lines: ``COPY``, or ``COPY`` into a staging table and an upsert.
+
+A database module used by :class:`pipeline.archive.writer.ArchiveWriter` inside its transaction.
+A batch is first ``COPY``ed straight into ``stream_lines`` under a savepoint: when every line
+is new and every payload one ``jsonb`` accepts (nearly always), that is the whole write, at
+plain ``COPY``'s rate (bench ``sink-ingest``). When PostgreSQL refuses it (a line already
+archived: a batch read again after a crash; a payload ``jsonb`` refuses), the savepoint is
+rolled back and the batch takes the staging path.
+Why that path (``notes/measurements.md``): ``COPY`` into a temporary table followed by
+``INSERT INTO stream_lines SELECT ... ON CONFLICT (job_id, attempt, line_no) DO NOTHING`` keeps
+about two thirds of plain ``COPY``'s rate while absorbing duplicates, where row-by-row upserts
+keep well under half. The staging table is created once per database session
+(``ON COMMIT DELETE ROWS``), and ``COPY`` runs in binary format, so ``raw`` goes to ``bytea``
+byte for byte, whatever it holds.
+
+``payload`` is the line's JSON text cast to ``jsonb`` inside PostgreSQL. A line Python parses
+but ``jsonb`` refuses (``\\u0000``, a lone surrogate, ``NaN``, a number out of range) would fail
+the cast; then the insert is redone under a savepoint through ``try_jsonb`` (migration 0001),
+and such lines keep ``payload`` NULL with the reason in ``parse_error``.
+
+Tamper evidence and redaction (migration 0002): every staged row carries ``raw_sha256`` (of the
+line as received) and, when it continues its attempt's chain without a gap, its ``chain_hash``
+(:mod:`pipeline.archive.chain`: computed in Python per attempt in line order, so the ``COPY`` path
+gains
+one sha256 per line and two index probes per batch). With redaction rules configured
+(:class:`pipeline.archive.redaction.Redactor`), ``raw`` is the redacted line, marked ``redacted``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import psycopg
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+
+from models.archive import storable_text
+from models.records import LineEnvelope
+from pipeline.archive import chain
+from pipeline.archive.redaction import Redactor
+
+logger = logging.getLogger(__name__)
+
+STAGE_TABLE: Final = "chatscribe_stage_lines"
+JSONB_REFUSED: Final = (
+    "line is JSON but PostgreSQL jsonb refuses it (NUL escape, lone surrogate, NaN or number"
+    " out of range); kept in raw only"
+)
+NUL_REFUSED: Final = "line is JSON with a \\u0000 escape, which jsonb cannot hold; kept in raw only"
+JSONB_BINARY_VERSION: Final = b"\x01"
+"""First byte of ``jsonb``'s binary input format; the JSON text follows (``jsonb_recv``)."""
+Row = tuple[Any, ...]
+_NUL_ESCAPE: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+_COLUMNS: Final = (
+    "job_id",
+    "attempt",
+    "line_no",
+    "received_at",
+    "raw",
+    "terminated",
+    "chat_id",
+    "parse_error",
+    "raw_sha256",
+    "chain_hash",
+    "redaction",
+    "redacted_at",
+    "message_id",
+    "payload",
+)
+_TYPES: Final = (
+    *("text", "int4", "int4", "timestamptz", "bytea", "bool", "text", "text"),
+    *("bytea", "bytea", "text", "timestamptz", "text"),
+)
+_CREATE_STAGE: Final = (
+    f"CREATE TEMPORARY TABLE IF NOT EXISTS {STAGE_TABLE} ("
+    + ", ".join(f"{c} {t}" for c, t in zip(_COLUMNS, (*_TYPES, "text"), strict=True))
+    + ") ON COMMIT DELETE ROWS"
+)
+_COPY: Final = f"COPY {STAGE_TABLE} ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+_KEYED: Final = ", ".join(_COLUMNS[:-2])
+_FAST_SELECT: Final = f"SELECT {_KEYED}, message_id, payload::jsonb FROM pg_temp.{STAGE_TABLE}"
+_SAFE_SELECT: Final = (
+    "SELECT job_id, attempt, line_no, received_at, raw, terminated, chat_id,"
+    " CASE WHEN s.payload IS NOT NULL AND t.payload IS NULL THEN '{refused}'"
+    " ELSE s.parse_error END, raw_sha256, chain_hash, redaction, redacted_at, message_id,"
+    " t.payload"
+    ' FROM pg_temp.{stage} AS s CROSS JOIN LATERAL (SELECT "{schema}".try_jsonb(s.payload)'
+    " AS payload) AS t"
+)
+
+
+def write_lines(
+    conn: sa.Connection,
+    lines: Sequence[LineEnvelope],
+    *,
+    schema: str,
+    redactor: Redactor | None = None,
+) -> int:
+    """Stores lines in ``stream_lines``; a (job, attempt, line_no) already there is skipped.
+
+    Args:
+        conn: A connection inside the batch's transaction (the jobs' advisory locks held).
+        lines: Decoded line records, any order, duplicates allowed.
+        schema: The archive's schema (validated by :class:`pipeline.settings.Settings`).
+        redactor: Redaction rules applied to ``raw`` before storage (None or empty: none).
+
+    Returns:
+        How many rows were new.
+
+    Raises:
+        sqlalchemy.exc.DBAPIError, psycopg.Error: Translated by the caller
+            (:func:`pipeline.archive.engine.translate_errors`).
+    """
+    if not lines:
+        return 0
+    pairs = {(line.job_id, line.attempt) for line in lines}
+    keys = [(line.job_id, line.attempt, line.line_no) for line in lines]
+    digests = [chain.raw_sha256(line.raw) for line in lines]
+    by_key = dict(zip(keys, digests, strict=True))  # the last line of a key, as extend's
+    hashes = chain.extend(lines, chain.read_heads(conn, pairs, schema=schema), by_key)
+
+    def rows() -> Iterator[Row]:
+        for line, key, digest in zip(lines, keys, digests, strict=True):
+            yield staged_row(line, chain_hash=hashes.get(key), redactor=redactor, digest=digest)
+
+    inserted = _copy_direct(conn, rows(), schema)  # rows built while PostgreSQL takes them
+    if inserted is None:
+        conn.exec_driver_sql(_CREATE_STAGE)
+        _copy(_driver(conn), list(rows()))
+        inserted = _insert(conn, schema)
+    chain.link_pending(conn, pairs, schema=schema)
+    return inserted
+
+
+def _copy_direct(conn: sa.Connection, rows: Iterable[Row], schema: str) -> int | None:
+    """``COPY``s the rows straight into ``stream_lines`` under a savepoint: the common case
+    (every line new, every payload one ``jsonb`` accepts) without the staging table's second
+    write. Returns: the rows written, or None when PostgreSQL refused the ``COPY`` (a line
+    already there or twice in the batch, a payload ``jsonb`` refuses); the savepoint is then
+    rolled back and the caller takes the staging path."""
+    statement = f'COPY "{schema}".stream_lines ({", ".join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)'
+    written = 0
+    try:
+        driver = _driver(conn)
+        with conn.begin_nested(), driver.cursor() as cursor, cursor.copy(statement) as copy:
+            copy.set_types([*_TYPES, "bytea"])  # jsonb's binary form: version 1, the text
+            for row in rows:
+                payload = row[-1]
+                copy.write_row((*row[:-1], None if payload is None else _jsonb(payload)))
+                written += 1
+    except (psycopg.IntegrityError, psycopg.DataError) as exc:
+        logger.info("direct COPY refused, staging the batch: %s", type(exc).__name__)
+        return None
+    return written
+
+
+def _jsonb(text: str) -> bytes:
+    return JSONB_BINARY_VERSION + text.encode("utf-8")
+
+
+def _insert(conn: sa.Connection, schema: str) -> int:
+    insert = (
+        f'INSERT INTO "{schema}".stream_lines ({", ".join(_COLUMNS)}) {{select}}'
+        " ON CONFLICT (job_id, attempt, line_no) DO NOTHING"
+    )
+    try:
+        with conn.begin_nested():
+            return conn.exec_driver_sql(insert.format(select=_FAST_SELECT)).rowcount
+    except sa_exc.DataError as exc:
+        logger.warning("jsonb refused a line payload, retrying per line: %s", exc.orig)
+    safe = _SAFE_SELECT.format(refused=JSONB_REFUSED, stage=STAGE_TABLE, schema=schema)
+    return conn.exec_driver_sql(insert.format(select=safe)).rowcount
+
+
+def staged_row(
+    line: LineEnvelope,
+    *,
+    chain_hash: bytes | None = None,
+    redactor: Redactor | None = None,
+    digest: bytes | None = None,
+) -> Row:
+    """Returns: the staging row of a line; text cleaned (:func:`models.archive.storable_text`),
+    ``payload`` the line's JSON text when it parsed and holds no ``\\u0000``, else None;
+    ``raw_sha256`` of the line as received (``digest`` when already computed); ``raw``
+    redacted when ``redactor`` matches."""
+    digest = digest if digest is not None else chain.raw_sha256(line.raw)
+    redaction, redacted_at = None, None
+    if redactor:
+        redacted = redactor.redact_line(line.raw)
+        if redacted is not line.raw:
+            kept = line.model_dump(exclude={"message", "parse_error", "raw"})
+            line = LineEnvelope.from_raw(**kept, raw=redacted)
+            redaction, redacted_at = "redacted", datetime.now(UTC)
+    message = line.message
+    payload = line.raw.decode("utf-8") if message is not None else None
+    parse_error = line.parse_error
+    if payload is not None and "\\u0000" in payload and _NUL_ESCAPE.search(payload):
+        payload, parse_error = None, NUL_REFUSED
+    return (
+        storable_text(line.job_id),
+        line.attempt,
+        line.line_no,
+        line.received_at,
+        line.raw,
+        line.terminated,
+        _text(line.chat_id),
+        _text(parse_error),
+        digest,
+        chain_hash,
+        redaction,
+        redacted_at,
+        _text(message.id if message is not None else None),
+        payload,
+    )
+
+
+def _copy(driver: psycopg.Connection[Any], rows: Sequence[Row]) -> None:
+    with driver.cursor() as cursor, cursor.copy(_COPY) as copy:
+        copy.set_types([*_TYPES, "text"])
+        for row in rows:
+            copy.write_row(row)
+
+
+def _driver(conn: sa.Connection) -> psycopg.Connection[Any]:
+    driver = conn.connection.driver_connection
+    if not isinstance(driver, psycopg.Connection):
+        raise TypeError(f"archive needs the psycopg 3 driver, got {type(driver).__name__}")
+    return driver
+
+
+def _text(value: str | None) -> str | None:
+    return storable_text(value) if value is not None else None

@@ -1,0 +1,247 @@
+"""The PostgreSQL archive writer: engine, migrations and one transaction per sink batch.
+
+A database module (SQLAlchemy 2 Core, psycopg 3). SQLAlchemy owns the engine and the
+transaction; the line path reaches psycopg's ``cursor.copy()`` through the SQLAlchemy
+connection. Database errors are translated here, once:
+
+* connection refused, server restarting, deadlock, serialization failure →
+  :class:`~pipeline.errors.ArchiveUnavailableError` (transient: retry the whole batch);
+* a value PostgreSQL refuses (SQLSTATE class 22/23) → :class:`~pipeline.errors.ArchiveRejectedError`
+  (permanent: the sink isolates the record);
+* a missing table or column, or no permission (class 42/3F) →
+  :class:`~pipeline.errors.ArchiveSchemaError` (permanent: run ``chatscribe db upgrade``);
+* anything else the server reports (disk full, shutdown, lock timeout ...) → transient.
+
+One :meth:`ArchiveWriter.write_batch` call is one transaction (design.md, "Flow"):
+
+1. advisory locks on the batch's job ids (sorted), so two sinks never interleave one job;
+2. ``job_events`` inserted ``ON CONFLICT DO NOTHING``; ``jobs`` rows folded from the events
+   (:mod:`pipeline.transcript.lifecycle`) and upserted (:mod:`pipeline.archive.jobs`);
+3. lines ``COPY``'d into a temporary staging table, then
+   ``INSERT INTO stream_lines SELECT ... ON CONFLICT DO NOTHING`` (:mod:`pipeline.archive.lines`);
+4. every touched (job, attempt) whose terminal event gave a ``line_count`` equal to the lines
+   stored, and which has no ``answers`` row yet, is normalised (:mod:`pipeline.archive.derived`).
+
+Every step is idempotent, so a batch written twice (sink killed between the database commit and
+the offset commit) changes nothing, and lines and events may arrive in any order.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from models.archive import INT32_MAX, INT32_MIN
+from models.records import TERMINAL_EVENTS, JobEvent, LineEnvelope
+from pipeline.archive import derived as archive_derived
+from pipeline.archive import jobs as archive_jobs
+from pipeline.archive import lines as archive_lines
+from pipeline.archive.engine import create_engine, translate_errors
+from pipeline.archive.redaction import Redactor
+from pipeline.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+JobAttempt = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What one :meth:`ArchiveWriter.write_batch` changed.
+
+    Attributes:
+        lines, events: Records given.
+        lines_inserted, events_inserted: Rows new to the archive (the rest were duplicates).
+        jobs_updated: ``jobs`` rows whose lifecycle columns changed.
+        normalised: (job id, attempt) pairs whose derived rows were written.
+        elapsed_s: Wall time of the transaction.
+    """
+
+    lines: int
+    events: int
+    lines_inserted: int
+    events_inserted: int
+    jobs_updated: int
+    normalised: tuple[JobAttempt, ...]
+    elapsed_s: float
+
+
+def refusal(job_id: str, *numbers: int) -> str | None:
+    """Says why PostgreSQL could never store a record, before it is tried.
+
+    Args:
+        job_id: The record's job id (a ``text`` key).
+        numbers: Its ``integer`` key columns (attempt, line number, line count).
+
+    Returns:
+        The reason, or None when the record is storable. Raw line bytes are ``bytea`` and other
+        text is cleaned on the way in (:func:`models.archive.storable`), so only keys matter.
+    """
+    if "\x00" in job_id:
+        return "job id contains NUL, which PostgreSQL text cannot hold"
+    too_big = [n for n in numbers if not INT32_MIN <= n <= INT32_MAX]
+    if too_big:
+        return f"{too_big[0]} is outside PostgreSQL's integer range"
+    return None
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pauses CPython's cyclic garbage collector (``gc.disable``) for the block, if it was on.
+
+    A batch's thousands of decoded envelopes, rows and tuples all survive their first
+    collections, so the collector scanned them again and again (a third of decoding time at
+    5,000 records per batch, and a quarter of the sink's CPU in :meth:`ArchiveWriter.write_batch`,
+    bench ``sink-ingest``); decoding and writing create no reference cycles, and reference
+    counting still frees everything at once. ``gc`` is process-wide: the sink's event loop and
+    its writer thread may pause it at the same time; it is on again once the first pauser
+    (the one that found it on) leaves. Whatever cycles other code makes meanwhile are collected
+    after the block. Source: https://docs.python.org/3/library/gc.html.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class ArchiveWriter:
+    """Writes sink batches into the archive, one transaction each (module docstring).
+
+    Args:
+        engine: From :func:`create_engine`; the writer does not own it unless built with
+            :meth:`from_settings`.
+        schema: The schema the tables live in (``settings.database_schema``).
+    """
+
+    def __init__(
+        self,
+        engine: sa.Engine,
+        *,
+        schema: str,
+        owns_engine: bool = False,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self._engine = engine
+        self._schema = schema
+        self._redactor = redactor
+        self._owns_engine = owns_engine
+        self.batches = 0
+        self.lines_inserted = 0
+        self.events_inserted = 0
+        self.attempts_normalised = 0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ArchiveWriter:
+        """Returns: a writer with its own engine (:func:`create_engine`); :meth:`close` it."""
+        engine = create_engine(settings)
+        redactor = Redactor.build(
+            detectors=settings.redact_detectors, patterns=settings.redact_patterns
+        )
+        return cls(engine, schema=settings.database_schema, owns_engine=True, redactor=redactor)
+
+    def __repr__(self) -> str:
+        return (
+            f"<ArchiveWriter schema={self._schema} batches={self.batches} "
+            f"lines_inserted={self.lines_inserted} events_inserted={self.events_inserted} "
+            f"attempts_normalised={self.attempts_normalised}>"
+        )
+
+    def close(self) -> None:
+        """Disposes of the engine when the writer created it."""
+        if self._owns_engine:
+            self._engine.dispose()
+
+    def write_batch(
+        self, lines: Sequence[LineEnvelope], events: Sequence[JobEvent]
+    ) -> BatchOutcome:
+        """Archives a batch in one transaction; idempotent (module docstring).
+
+        Args:
+            lines: Decoded ``chat.lines`` records, any jobs, any order, duplicates allowed.
+            events: Decoded ``chat.job-events`` records, likewise.
+
+        Returns:
+            What changed.
+
+        Raises:
+            ArchiveUnavailableError: PostgreSQL is unreachable or the transaction lost a
+                conflict; nothing was written, retry the batch.
+            ArchiveRejectedError: PostgreSQL refused a value; nothing was written.
+            ArchiveSchemaError: The archive's tables are missing (run ``upgrade``).
+        """
+        started = time.monotonic()
+        with collector_paused(), translate_errors("write_batch"), self._engine.begin() as conn:
+            events_inserted, jobs_updated = self._write_events(conn, lines, events)
+            lines_inserted = archive_lines.write_lines(
+                conn, lines, schema=self._schema, redactor=self._redactor
+            )
+            known = {(line.job_id, line.attempt, line.line_no): line for line in lines}
+            touched = _touched(lines, events)
+            normalised = archive_derived.normalise_ready(conn, touched, known=known)
+        outcome = BatchOutcome(
+            lines=len(lines),
+            events=len(events),
+            lines_inserted=lines_inserted,
+            events_inserted=events_inserted,
+            jobs_updated=jobs_updated,
+            normalised=tuple(normalised),
+            elapsed_s=time.monotonic() - started,
+        )
+        self._count(outcome)
+        return outcome
+
+    def renormalise(self, job_id: str, attempt: int) -> bool:
+        """Recomputes one attempt's derived rows from its stored lines.
+
+        Returns:
+            True when the attempt is complete (terminal event with ``line_count``, all lines
+            stored) and was normalised; False otherwise.
+
+        Raises:
+            ArchiveUnavailableError, ArchiveRejectedError: As :meth:`write_batch`.
+        """
+        with translate_errors("renormalise"), self._engine.begin() as conn:
+            archive_jobs.lock_jobs(conn, [job_id])
+            done = archive_derived.normalise_ready(conn, [(job_id, attempt)], force=True)
+        return bool(done)
+
+    def _write_events(
+        self, conn: sa.Connection, lines: Sequence[LineEnvelope], batch: Sequence[JobEvent]
+    ) -> tuple[int, int]:
+        archive_jobs.lock_jobs(conn, {line.job_id for line in lines} | {e.job_id for e in batch})
+        inserted = archive_jobs.insert_events(conn, batch)
+        return inserted, archive_jobs.upsert_jobs(conn, batch)
+
+    def _count(self, outcome: BatchOutcome) -> None:
+        self.batches += 1
+        self.lines_inserted += outcome.lines_inserted
+        self.events_inserted += outcome.events_inserted
+        self.attempts_normalised += len(outcome.normalised)
+        logger.debug(
+            "batch archived lines=%d new_lines=%d events=%d new_events=%d jobs_updated=%d "
+            "normalised=%d elapsed_s=%.3f",
+            outcome.lines,
+            outcome.lines_inserted,
+            outcome.events,
+            outcome.events_inserted,
+            outcome.jobs_updated,
+            len(outcome.normalised),
+            outcome.elapsed_s,
+        )
+
+
+def _touched(lines: Sequence[LineEnvelope], batch: Sequence[JobEvent]) -> list[JobAttempt]:
+    """Returns: the (job, attempt) pairs a batch may have completed, sorted."""
+    pairs = {(line.job_id, line.attempt) for line in lines}
+    pairs |= {(e.job_id, e.attempt) for e in batch if e.kind in TERMINAL_EVENTS}
+    return sorted(pairs)

@@ -1,0 +1,398 @@
+"""Async client for the Chat API: streaming chat, abort and generate-session.
+
+The only module that imports httpx. Every httpx exception is translated here, once, into the
+:mod:`pipeline.errors` tree, so callers choose retry or failure with ``isinstance``:
+
+* HTTP 401/403/404/other 4xx → :class:`ChatAuthError` / :class:`ChatForbiddenError` /
+  :class:`ChatNotFoundError` / :class:`ChatClientError` (permanent);
+* HTTP 5xx → :class:`ChatServerError`; no connection or no answer in time →
+  :class:`ChatConnectError`; the body breaking after it started → :class:`StreamBrokenError`
+  (all transient).
+
+Retrying is the caller's business (the worker retries transient errors before the first line).
+Source: ``chat-api-interface.md`` ("Endpoints", "Authentication", "Errors") and
+``field-notes.md`` ("Addresses and authentication").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing, asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Final
+
+import httpx
+from pydantic import SecretStr, ValidationError
+
+from models import wire
+from models.chat import (
+    AbortRequest,
+    ChatRequest,
+    GenerateSessionRequest,
+    GenerateSessionResponse,
+    StreamMessage,
+)
+from models.records import parse_line, utc_now
+from pipeline.chat.lines import NdjsonSplitter, RawLine
+from pipeline.errors import (
+    ChatAuthError,
+    ChatClientError,
+    ChatConnectError,
+    ChatForbiddenError,
+    ChatHttpError,
+    ChatNotFoundError,
+    ChatServerError,
+    StreamBrokenError,
+)
+from pipeline.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONNECT_TIMEOUT_S: Final = 5.0
+DEFAULT_READ_TIMEOUT_S: Final = 120.0
+DEFAULT_CONCURRENCY: Final = 8
+STREAMS_PER_POOL: Final = 10
+"""Streams one ``httpx.AsyncClient`` (one httpcore pool) carries. httpcore's pool scans every
+connection and waiting request each time a request starts or ends, so one pool for hundreds of
+streams spends most of the event loop there (bench/README.md, "Stream driving")."""
+ERROR_BODY_LIMIT_BYTES: Final = 64 * 1024
+"""How much of an error response's body is read to find its message."""
+ERROR_MESSAGE_CHARS: Final = 500
+_ERROR_FIELDS: Final = ("error", "message", "detail")
+_STATUS_ERRORS: Final[dict[int, type[ChatClientError]]] = {
+    401: ChatAuthError,
+    403: ChatForbiddenError,
+    404: ChatNotFoundError,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StreamLine:
+    """One NDJSON line of a chat stream, as received.
+
+    Attributes:
+        line_no: Position in this stream, counting from 1.
+        raw: The line's bytes without ``\\n`` (``\\r`` and invalid UTF-8 kept).
+        terminated: False only for a last line the stream ended (or broke) without ``\\n``.
+        received_at: When the chunk completing the line arrived (UTC).
+        message, parse_error: The parsed message, or why the line did not parse
+            (:func:`models.records.parse_line`).
+    """
+
+    line_no: int
+    raw: bytes
+    terminated: bool
+    received_at: datetime
+    message: StreamMessage | None
+    parse_error: str | None
+
+
+def error_for_status(status_code: int, message: str, *, url: str) -> ChatHttpError:
+    """Maps an HTTP error status to our error type (interface, "Errors").
+
+    Returns:
+        :class:`ChatServerError` for 5xx; for anything else :class:`ChatAuthError` (401),
+        :class:`ChatForbiddenError` (403), :class:`ChatNotFoundError` (404) or
+        :class:`ChatClientError`.
+    """
+    if status_code >= 500:
+        return ChatServerError(message, status_code=status_code, url=url)
+    error_type = _STATUS_ERRORS.get(status_code, ChatClientError)
+    return error_type(message, status_code=status_code, url=url)
+
+
+def error_message(body: bytes) -> str:
+    """Finds the message in an error response body.
+
+    Args:
+        body: The start of the body (any bytes).
+
+    Returns:
+        The ``error``, ``message`` or ``detail`` member of a JSON object body (first present),
+        else the first 500 characters of the body decoded leniently; ``"(empty body)"`` if none.
+    """
+    try:
+        value: Any = json.loads(body)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        for name in _ERROR_FIELDS:
+            found = value.get(name)
+            if found is not None:
+                text = found if isinstance(found, str) else json.dumps(found)
+                return text[:ERROR_MESSAGE_CHARS]
+    text = body[: ERROR_MESSAGE_CHARS * 4].decode("utf-8", errors="replace")
+    return text[:ERROR_MESSAGE_CHARS].strip() or "(empty body)"
+
+
+class ChatClient:
+    """Pooled HTTP/1.1 connections to Chat API services, used as an async context manager.
+
+    The connections are split into ``ceil(concurrency / STREAMS_PER_POOL)`` independent pools
+    (one ``httpx.AsyncClient`` each); every call goes to the pool with the fewest calls in
+    flight, the next one in turn among equals.
+
+    Args:
+        settings: Source of the API key, timeouts and pool size (``worker_concurrency``);
+            keyword arguments given explicitly win over it.
+        api_key: Sent as ``Authorization: Api-Key <key>`` (field notes: chat and abort use the
+            same header as generate-session).
+        connect_timeout_s: Time allowed to connect, to send, and to wait for a pooled connection.
+        read_timeout_s: Longest silence allowed between two chunks of a response.
+        concurrency: Streams driven at once; the pools hold twice that many connections (plus
+            two each) so abort calls never wait behind streams.
+        transport: An httpx transport to use instead of the network (tests).
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        api_key: str | SecretStr | None = None,
+        connect_timeout_s: float | None = None,
+        read_timeout_s: float | None = None,
+        concurrency: int | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        key = api_key if api_key is not None else settings.api_key if settings else None
+        if key is None:
+            raise ValueError("ChatClient needs settings or api_key")
+        connect_s = _pick(connect_timeout_s, settings, "connect_timeout_s")
+        read_s = _pick(read_timeout_s, settings, "read_timeout_s")
+        streams = max(int(_pick(concurrency, settings, "worker_concurrency")), 1)
+        per_pool = min(streams, STREAMS_PER_POOL)
+        verify = httpx.create_ssl_context()  # built once: ~20 ms of CPU each
+        self._pools = [
+            httpx.AsyncClient(
+                headers={"Authorization": _authorization(key), "Content-Type": "application/json"},
+                timeout=httpx.Timeout(
+                    connect=connect_s, read=read_s, write=connect_s, pool=connect_s
+                ),
+                limits=httpx.Limits(
+                    max_connections=2 * per_pool + 2, max_keepalive_connections=per_pool
+                ),
+                transport=transport,
+                verify=verify,
+                follow_redirects=False,
+            )
+            for _ in range(-(-streams // per_pool))
+        ]
+        self._in_flight = [0] * len(self._pools)
+        self._next = 0
+        self.streams_opened = 0
+        self.lines_read = 0
+
+    def __repr__(self) -> str:
+        return f"<ChatClient streams_opened={self.streams_opened} lines_read={self.lines_read}>"
+
+    @property
+    def pool_loads(self) -> tuple[int, ...]:
+        """Calls in flight per connection pool (a pool holds ``STREAMS_PER_POOL`` streams)."""
+        return tuple(self._in_flight)
+
+    async def __aenter__(self) -> ChatClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Closes every connection pool."""
+        for pool in self._pools:
+            await pool.aclose()
+
+    async def stream_chat(
+        self, url: str, request: ChatRequest, *, api_key: str | SecretStr | None = None
+    ) -> AsyncGenerator[StreamLine, None]:
+        """Streams a chat turn line by line (interface, "1. Chat").
+
+        The status is checked before the first line is yielded. Use it under
+        ``contextlib.aclosing`` so that leaving early closes the connection at once.
+
+        Args:
+            url: Full URL of the chat endpoint (``.../chat/stream-chat-state``).
+            request: The chat request; sent as ``request.to_wire()`` JSON.
+            api_key: Key for this call instead of the client's own (a job's own key).
+
+        Yields:
+            Every line in order, line numbers from 1; a last line without ``\\n`` comes with
+            ``terminated=False``, also when the stream breaks mid-line (before the error).
+
+        Raises:
+            ChatClientError: HTTP 4xx (subtypes for 401, 403, 404).
+            ChatServerError: HTTP 5xx.
+            ChatConnectError: No connection, or no response headers in time.
+            StreamBrokenError: Read error, disconnect or read timeout after the stream started.
+        """
+        async with self._call(url, request.to_wire(), api_key) as response:
+            self.streams_opened += 1
+            splitter = NdjsonSplitter()
+            line_no = 0
+            try:
+                async with aclosing(_lines(response, splitter)) as lines:
+                    async for raw_line, received_at in lines:
+                        line_no += 1
+                        self.lines_read += 1
+                        yield _stream_line(line_no, raw_line, received_at)
+            except httpx.HTTPError as exc:
+                tail = splitter.finish()
+                if tail is not None:
+                    line_no += 1
+                    self.lines_read += 1
+                    yield _stream_line(line_no, tail, utc_now())
+                raise StreamBrokenError(_describe(exc), url=url, lines_read=line_no) from exc
+
+    async def abort(
+        self, url: str, request: AbortRequest, *, api_key: str | SecretStr | None = None
+    ) -> None:
+        """Stops a running chat stream (interface, "2. Abort"): ``POST <url>/abort``, 204.
+
+        Args:
+            url: The chat endpoint's URL; ``/abort`` is appended.
+            request: ``chatId`` and the ``sessionSettings`` of the thread's owner.
+            api_key: Key for this call instead of the client's own.
+
+        Raises:
+            ChatClientError, ChatServerError, ChatConnectError: As for :meth:`stream_chat`
+            (403 when the user does not own the thread, 404 for an unknown chatId).
+        """
+        abort_url = url.rstrip("/") + wire.ABORT_SUFFIX
+        async with self._call(abort_url, request.to_wire(), api_key) as response:
+            status = response.status_code
+        logger.info("chat aborted chat_id=%s status=%s", request.chat_id, status)
+
+    async def generate_session(
+        self, base_url: str, request: GenerateSessionRequest
+    ) -> GenerateSessionResponse:
+        """Creates a signed-embedding session (interface, "3. Generate session").
+
+        Args:
+            base_url: The account's address (``https://host``); the versioned path is appended.
+            request: The flattened identity.
+
+        Returns:
+            The ``{sessionId}`` response.
+
+        Raises:
+            ChatClientError, ChatServerError, ChatConnectError: As for :meth:`stream_chat`;
+            ChatServerError also when a 2xx body is not ``{"sessionId": ...}``.
+        """
+        url = base_url.rstrip("/") + wire.GENERATE_SESSION_PATH
+        async with self._call(url, request.to_wire()) as response:
+            try:
+                body = await response.aread()
+            except httpx.HTTPError as exc:
+                raise ChatConnectError(f"response body broke: {_describe(exc)}", url=url) from exc
+        try:
+            return GenerateSessionResponse.model_validate_json(body)
+        except ValidationError as exc:
+            message = f"response is not a session: {error_message(body)}"
+            raise ChatServerError(message, status_code=response.status_code, url=url) from exc
+
+    @asynccontextmanager
+    async def _call(
+        self, url: str, body: dict[str, Any], api_key: str | SecretStr | None = None
+    ) -> AsyncIterator[httpx.Response]:
+        """POSTs ``body`` through the least busy pool; yields the successful streaming response
+        and closes it on exit. Raises as :meth:`stream_chat` (before yielding)."""
+        pool = min(range(len(self._pools)), key=self._load)
+        self._next = pool + 1
+        self._in_flight[pool] += 1
+        try:
+            response = await _open(self._pools[pool], url, body, api_key)
+            try:
+                yield response
+            finally:
+                await response.aclose()
+        finally:
+            self._in_flight[pool] -= 1
+
+    def _load(self, pool: int) -> tuple[int, int]:
+        """Sort key of a pool: calls in flight, then its distance from the next one in turn."""
+        return self._in_flight[pool], (pool - self._next) % len(self._pools)
+
+
+async def _open(
+    http: httpx.AsyncClient, url: str, body: dict[str, Any], api_key: str | SecretStr | None
+) -> httpx.Response:
+    """POSTs ``body`` and returns the streaming response once its status is a success."""
+    headers = {"Authorization": _authorization(api_key)} if api_key is not None else None
+    try:
+        request = http.build_request("POST", url, json=body, headers=headers)
+        response = await http.send(request, stream=True)
+    except httpx.TimeoutException as exc:
+        raise ChatConnectError(f"no response in time: {_describe(exc)}", url=url) from exc
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise ChatConnectError(f"cannot reach the Chat API: {_describe(exc)}", url=url) from exc
+    if response.is_success:
+        return response
+    try:
+        body_start = await _read_limited(response)
+    finally:
+        await response.aclose()
+    error = error_for_status(response.status_code, error_message(body_start), url=url)
+    logger.debug("chat api error url=%s status=%s error=%r", url, response.status_code, error)
+    raise error
+
+
+async def _lines(
+    response: httpx.Response, splitter: NdjsonSplitter
+) -> AsyncGenerator[tuple[RawLine, datetime], None]:
+    """Yields ``(line, received_at)`` for each line of the body; httpx errors pass through."""
+    async for chunk in response.aiter_bytes():
+        received_at = utc_now()
+        for line in splitter.feed(chunk):
+            yield line, received_at
+    tail = splitter.finish()
+    if tail is not None:
+        yield tail, utc_now()
+
+
+async def _read_limited(response: httpx.Response) -> bytes:
+    """Returns: up to :data:`ERROR_BODY_LIMIT_BYTES` of the body; what arrived if it breaks."""
+    body = bytearray()
+    try:
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) >= ERROR_BODY_LIMIT_BYTES:
+                break
+    except httpx.HTTPError as exc:
+        logger.debug("error body unreadable: %s", _describe(exc))
+    return bytes(body[:ERROR_BODY_LIMIT_BYTES])
+
+
+def _stream_line(line_no: int, line: RawLine, received_at: datetime) -> StreamLine:
+    message, parse_error = parse_line(line.raw)
+    return StreamLine(line_no, line.raw, line.terminated, received_at, message, parse_error)
+
+
+def _pick(explicit: float | None, settings: Settings | None, name: str) -> float:
+    if explicit is not None:
+        return explicit
+    if settings is not None:
+        return float(getattr(settings, name))
+    defaults = {
+        "connect_timeout_s": DEFAULT_CONNECT_TIMEOUT_S,
+        "read_timeout_s": DEFAULT_READ_TIMEOUT_S,
+        "worker_concurrency": DEFAULT_CONCURRENCY,
+    }
+    return defaults[name]
+
+
+def _authorization(api_key: str | SecretStr) -> str:
+    secret = api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key
+    return f"Api-Key {secret}"
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

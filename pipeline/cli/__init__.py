@@ -1,0 +1,2 @@
+"""The ``chatscribe`` command line (typer): one module per command group, the demo, child processes.
+"""

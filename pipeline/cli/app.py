@@ -1,0 +1,236 @@
+"""The ``chatscribe`` command line.
+
+Commands::
+
+    chatscribe api serve [--host H] [--port N]     our Chat API under uvicorn (no Kafka, no DB)
+    chatscribe api users add|list|remove|purge     Chat API users (pipeline.cli.api_users)
+    chatscribe api keys add|revoke|count           Chat API keys
+    chatscribe db upgrade                          create or upgrade the archive schema
+    chatscribe worker                              a worker process (faust)
+    chatscribe sink                                a sink process (Kafka → PostgreSQL)
+    chatscribe batch FILE [--chat-url] [--api-key] [--json]   run a questions file, print a report
+    chatscribe batch FILE --detach                 submit only; print the run id
+    chatscribe runs show|wait RUN_ID               a run's progress / wait for its outcome
+    chatscribe dlq list|show|replay                inspect and re-submit dead letters
+    chatscribe cancel JOB_ID... | --run RUN_ID [--reason]   ask the workers to abort jobs
+    chatscribe demo FILE                           start API, worker and sink; run FILE; stop them
+    chatscribe replay|rerun|diff|audit|verify      the archive as a product (pipeline.cli.archive)
+    chatscribe retention apply --policy FILE       delete or redact content past its age
+
+Configuration comes from ``CHATSCRIBE_*`` environment variables (:mod:`pipeline.settings`,
+:mod:`chat_api.settings`), read once here and passed down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from pipeline.cli.api_users import keys_app, users_app
+from pipeline.cli.archive import archive_app, retention_app
+from pipeline.cli.dlq import dlq_app
+from pipeline.cli.runs import runs_app
+from pipeline.settings import Settings
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0])
+api_app = typer.Typer(no_args_is_help=True, help="Our Chat API implementation.")
+db_app = typer.Typer(no_args_is_help=True, help="The PostgreSQL archive.")
+app.add_typer(api_app, name="api")
+api_app.add_typer(users_app, name="users")
+api_app.add_typer(keys_app, name="keys")
+app.add_typer(db_app, name="db")
+app.add_typer(runs_app, name="runs")
+app.add_typer(archive_app)
+app.add_typer(retention_app, name="retention")
+app.add_typer(dlq_app, name="dlq")
+
+err = Console(stderr=True)
+
+
+def _logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    for noisy in (
+        "aiokafka",
+        "faust",
+        "mode",
+        "httpx",
+        "httpcore",
+        "kafka",
+        "alembic.runtime.plugins",
+    ):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")]
+
+
+@api_app.command("serve")
+def api_serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8400,
+    verbose: Verbose = False,
+) -> None:
+    """Serve the Chat API (chat stream, abort, generate-session) under uvicorn."""
+    _logging(verbose)
+    from chat_api.http.server import serve
+    from chat_api.settings import ChatApiSettings
+
+    serve(ChatApiSettings(), host=host, port=port)
+
+
+@db_app.command("upgrade")
+def db_upgrade(verbose: Verbose = False) -> None:
+    """Apply the Alembic migrations (CHATSCRIBE_DATABASE_URL, CHATSCRIBE_DATABASE_SCHEMA)."""
+    _logging(verbose)
+    from pipeline.archive.engine import upgrade
+
+    upgrade(Settings())
+    err.print("[green]archive schema is up to date[/]")
+
+
+@app.command()
+def worker(verbose: Verbose = False) -> None:
+    """Run a worker: consume chat.requests, drive Chat API streams, produce every line."""
+    _logging(verbose)
+    from pipeline.worker.app import run_worker
+
+    run_worker(Settings())
+
+
+@app.command()
+def sink(verbose: Verbose = False) -> None:
+    """Run a sink: archive chat.lines and chat.job-events into PostgreSQL."""
+    _logging(verbose)
+    from pipeline.sink.loop import run_sink
+
+    run_sink(Settings())
+
+
+ChatUrl = Annotated[
+    str | None, typer.Option("--chat-url", help="Chat endpoint URL (default CHATSCRIBE_CHAT_URL).")
+]
+ApiKey = Annotated[
+    str | None,
+    typer.Option("--api-key", help="Chat API key for these jobs (default: the worker's)."),
+]
+Timeout = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the run.")]
+
+
+@app.command()
+def batch(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Questions YAML.")],
+    chat_url: ChatUrl = None,
+    api_key: ApiKey = None,
+    json_output: Annotated[bool, typer.Option("--json", help="One JSON object per job.")] = False,
+    timeout: Timeout = 600.0,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="Submit, print the run id, do not wait.")
+    ] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Submit a questions file as a run, wait for it, print the report. Exit 1 if a job failed."""
+    _logging(verbose)
+    from pipeline.runs.runner import run_questions_file, submit_questions_file
+
+    if detach:
+        run = asyncio.run(
+            submit_questions_file(Settings(), file, chat_url=chat_url, api_key=api_key)
+        )
+        err.print(
+            f"{run.job_count} job(s) submitted; follow with `chatscribe runs wait {run.run_id}`"
+        )
+        print(run.run_id)
+        return
+
+    outcome = asyncio.run(
+        run_questions_file(
+            Settings(),
+            file,
+            chat_url=chat_url,
+            api_key=api_key,
+            timeout_s=timeout,
+            show_progress=not json_output,
+        )
+    )
+    _print_outcome(outcome, json_output=json_output, questions=file)
+
+
+@app.command()
+def demo(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False)] = Path(
+        "examples/questions.yaml"
+    ),
+    timeout: Timeout = 600.0,
+    verbose: Verbose = False,
+) -> None:
+    """The main job: start the Chat API, a worker and a sink, run FILE, print the report, stop."""
+    _logging(verbose)
+    from pipeline.cli.demo import run_demo
+
+    outcome = run_demo(Settings(), file, timeout_s=timeout)
+    _print_outcome(outcome, json_output=False, questions=file)
+
+
+@app.command()
+def cancel(
+    job_ids: Annotated[list[str] | None, typer.Argument(help="Jobs to cancel.")] = None,
+    run: Annotated[
+        str | None, typer.Option("--run", help="Cancel every unfinished job of this run.")
+    ] = None,
+    reason: Annotated[str, typer.Option(help="Recorded with the aborted job.")] = "",
+    verbose: Verbose = False,
+) -> None:
+    """Publish a cancellation per job (or per unfinished job of --run); workers abort them."""
+    _logging(verbose)
+    from pipeline.runs.cancel import cancel_run
+    from pipeline.runs.submit import cancel_jobs
+
+    if bool(job_ids) == (run is not None):
+        raise typer.BadParameter("give job ids or --run RUN_ID (one of them)")
+    if run is not None:
+        job_ids = asyncio.run(cancel_run(Settings(), run, reason=reason))
+    else:
+        asyncio.run(cancel_jobs(Settings(), job_ids or [], reason=reason))
+    err.print(f"cancellation sent for {len(job_ids or [])} job(s)")
+
+
+def _print_outcome(outcome: object, *, json_output: bool, questions: Path | None = None) -> None:
+    from pipeline.reports.run_report import render_json, render_table, summary
+    from pipeline.runs.accuracy import accuracy_line, run_accuracy
+    from pipeline.runs.runner import RunOutcome
+
+    assert isinstance(outcome, RunOutcome)
+    scores = run_accuracy(Settings(), outcome.run_id, questions) if questions else {}
+    if json_output:
+        print(render_json(outcome.results))
+    else:
+        console = Console(width=max(Console().width, 160))
+        render_table(console, outcome.results, title=f"run {outcome.run_id}", accuracy=scores)
+        console.print(summary(outcome.results))
+        if scores:
+            console.print(accuracy_line(scores))
+        console.print(outcome.footer())
+    failed = [r for r in outcome.results if r.status != "completed"]
+    if failed or not outcome.finished:
+        err.print(
+            f"[red]{len(failed)} job(s) did not complete[/]"
+            + ("" if outcome.finished else "; the run timed out")
+        )
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    """Entry point for ``python -m pipeline.cli.app``."""
+    app(prog_name="chatscribe")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,305 @@
+"""aiokafka producers, consumers and topics configured the way the pipeline needs them.
+
+Every Kafka client of the pipeline is built here (faust's own in :mod:`pipeline.worker.app`).
+Settings that matter for correctness (``local-services.md``, "Client settings worth knowing"):
+
+* producers are idempotent with ``acks=all`` (aiokafka defaults to ``acks=1`` without
+  idempotence), so a retried batch is neither lost nor duplicated and one key's records keep
+  their order within the partition;
+* producer ``max_request_size``, consumer ``max_partition_fetch_bytes`` and the broker's
+  ``message.max.bytes`` all equal ``settings.max_record_bytes``: a consumer whose fetch size is
+  below the largest record gets stuck;
+* consumers never auto-commit: offsets are committed after the work is durable.
+
+aiokafka errors are translated here, once, into :class:`RecordDeliveryError` (transient) and
+:class:`RecordTooLargeError` (permanent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+
+from models.records import JobEvent, LineEnvelope
+from models.wire import TOPIC_JOB_EVENTS, TOPIC_LINES
+from pipeline.errors import PermanentError, TransientError
+from pipeline.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+LINGER_MS: Final = 0
+"""No lingering: a batch leaves as soon as the partition has no request in flight, and records
+queue behind an in-flight request anyway, so batches still form under load. A job waits for
+acknowledgements three times (``started``; its lines before the terminal event; the terminal
+event, :class:`pipeline.worker.job_runner.JobRunner`) and each wait paid the whole linger: 5 ms
+made one
+stream at a time 7x slower (bench ``stream-c1``); an acknowledgement itself takes ~0.3 ms."""
+MAX_BATCH_BYTES: Final = 256 * 1024
+"""Producer batch size per partition (aiokafka's default is 16 KiB). The idempotent producer
+has one request in flight per partition, and a send into a full batch waits for that request:
+with 16 KiB, 100 streams' lines queued ~150 ms in the producer (bench ``stream-c100``)."""
+PRODUCER_REQUEST_TIMEOUT_MS: Final = 120_000
+"""How long a queued record may wait for the broker (aiokafka's default is 40 s): long enough to
+ride out a broker restart without failing the job's records."""
+DEFAULT_PARTITIONS: Final = 4
+TOPIC_ERROR_ALREADY_EXISTS: Final = 36
+"""Kafka protocol error code TOPIC_ALREADY_EXISTS in a CreateTopics response."""
+
+PRUNE_PENDING_AT: Final = 1024
+"""A job's output forgets acknowledged records once this many are tracked."""
+
+Headers = Sequence[tuple[str, bytes]]
+
+
+class RecordDeliveryError(TransientError):
+    """Kafka did not confirm a record (broker unreachable, timeout, not enough replicas).
+
+    Attributes:
+        topic: The topic the record was for.
+    """
+
+    def __init__(self, message: str, *, topic: str) -> None:
+        super().__init__(f"{message} (topic={topic})")
+        self.topic = topic
+
+
+class RecordTooLargeError(PermanentError):
+    """A record is larger than ``max_record_bytes`` and can never be produced.
+
+    Attributes:
+        topic: The topic the record was for.
+        size_bytes: Size of the value.
+    """
+
+    def __init__(self, message: str, *, topic: str, size_bytes: int) -> None:
+        super().__init__(f"{message} (topic={topic} size_bytes={size_bytes})")
+        self.topic = topic
+        self.size_bytes = size_bytes
+
+
+def create_producer(settings: Settings, *, client_id: str = "chatscribe") -> AIOKafkaProducer:
+    """Builds (does not start) an idempotent producer; call inside a running event loop.
+
+    Returns:
+        An ``AIOKafkaProducer`` with ``enable_idempotence=True``, ``acks="all"``,
+        ``max_request_size=settings.max_record_bytes``, ``linger_ms=0``, batches of up to
+        :data:`MAX_BATCH_BYTES` (a larger record gets a batch of its own) and a request timeout
+        of :data:`PRODUCER_REQUEST_TIMEOUT_MS`.
+    """
+    return AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap,
+        client_id=client_id,
+        enable_idempotence=True,
+        acks="all",
+        max_request_size=settings.max_record_bytes,
+        linger_ms=LINGER_MS,
+        max_batch_size=min(MAX_BATCH_BYTES, settings.max_record_bytes),
+        request_timeout_ms=PRODUCER_REQUEST_TIMEOUT_MS,
+    )
+
+
+def create_consumer(
+    settings: Settings, *topics: str, group_id: str | None, **overrides: Any
+) -> AIOKafkaConsumer:
+    """Builds (does not start) a consumer that never auto-commits.
+
+    Args:
+        settings: Bootstrap servers and ``max_record_bytes``.
+        topics: Full topic names (already prefixed) to subscribe to.
+        group_id: Consumer group, or None for a group-less consumer.
+        overrides: Further ``AIOKafkaConsumer`` arguments (e.g. ``auto_offset_reset``).
+
+    Returns:
+        An ``AIOKafkaConsumer`` with ``enable_auto_commit=False``,
+        ``max_partition_fetch_bytes=settings.max_record_bytes`` and, unless overridden,
+        ``auto_offset_reset="earliest"``.
+    """
+    options: dict[str, Any] = {
+        "bootstrap_servers": settings.kafka_bootstrap,
+        "group_id": group_id,
+        "enable_auto_commit": False,
+        "max_partition_fetch_bytes": settings.max_record_bytes,
+        "fetch_max_bytes": max(settings.max_record_bytes, 52_428_800),
+        "auto_offset_reset": "earliest",
+    }
+    options.update(overrides)
+    return AIOKafkaConsumer(*topics, **options)
+
+
+async def ensure_topics(
+    settings: Settings, names: Iterable[str], partitions: int = DEFAULT_PARTITIONS
+) -> list[str]:
+    """Creates the topics that do not exist yet (replication factor 1: one-node clusters).
+
+    Args:
+        settings: Bootstrap servers and ``topic_prefix``.
+        names: Topic names from :mod:`models.wire`; the prefix is applied here.
+        partitions: Partitions of each created topic.
+
+    Returns:
+        The full names of the topics this call created.
+
+    Raises:
+        RecordDeliveryError: The broker could not be reached or refused to create a topic.
+    """
+    wanted = [settings.topic(name) for name in names]
+    missing: list[str] = []
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    try:
+        await admin.start()
+        missing = sorted(set(wanted) - set(await admin.list_topics()))
+        if missing:
+            new = [NewTopic(name, partitions, 1) for name in missing]
+            response = await admin.create_topics(new)
+            _check_created(response.topic_errors)
+    except KafkaError as exc:
+        raise RecordDeliveryError(f"cannot create topics: {exc!r}", topic=",".join(wanted)) from exc
+    finally:
+        await admin.close()
+    if missing:
+        logger.info("topics created topics=%s partitions=%s", ",".join(missing), partitions)
+    return missing
+
+
+def _check_created(topic_errors: Iterable[tuple[Any, ...]]) -> None:
+    for topic, code, *rest in topic_errors:
+        if code not in (0, TOPIC_ERROR_ALREADY_EXISTS):
+            message = rest[0] if rest else ""
+            raise RecordDeliveryError(f"create failed with code {code}: {message}", topic=topic)
+
+
+async def produce(
+    producer: AIOKafkaProducer,
+    topic: str,
+    *,
+    key: bytes | None,
+    value: bytes,
+    headers: Headers = (),
+) -> None:
+    """Sends one record and waits until Kafka acknowledged it.
+
+    Raises:
+        RecordTooLargeError: The record exceeds ``max_record_bytes``.
+        RecordDeliveryError: Kafka did not acknowledge it.
+    """
+    future = await _send(producer, topic, key=key, value=value, headers=headers)
+    try:
+        await future
+    except KafkaError as exc:
+        raise RecordDeliveryError(f"record not acknowledged: {exc!r}", topic=topic) from exc
+
+
+Pending = tuple[str, "asyncio.Future[Any]"]
+"""A queued record: its topic and the future that resolves when Kafka acknowledged it."""
+
+
+async def send(
+    producer: AIOKafkaProducer,
+    topic: str,
+    *,
+    key: bytes | None,
+    value: bytes,
+    headers: Headers = (),
+) -> Pending:
+    """Queues one record without waiting for its acknowledgement; see :func:`delivered`.
+
+    Raises:
+        RecordTooLargeError: The record exceeds ``max_record_bytes``.
+        RecordDeliveryError: The producer could not queue it.
+    """
+    return topic, await _send(producer, topic, key=key, value=value, headers=headers)
+
+
+async def delivered(pending: Iterable[Pending]) -> None:
+    """Waits until Kafka acknowledged every queued record.
+
+    Raises:
+        RecordDeliveryError: A record was not acknowledged.
+    """
+    for topic, future in pending:
+        try:
+            await future
+        except KafkaError as exc:
+            raise RecordDeliveryError(f"record not acknowledged: {exc!r}", topic=topic) from exc
+
+
+async def _send(
+    producer: AIOKafkaProducer, topic: str, *, key: bytes | None, value: bytes, headers: Headers
+) -> asyncio.Future[Any]:
+    try:
+        future: asyncio.Future[Any] = await producer.send(
+            topic, value, key=key, headers=list(headers)
+        )
+    except MessageSizeTooLargeError as exc:
+        raise RecordTooLargeError(
+            "record larger than max_record_bytes", topic=topic, size_bytes=len(value)
+        ) from exc
+    except KafkaError as exc:
+        raise RecordDeliveryError(f"cannot queue record: {exc!r}", topic=topic) from exc
+    return future
+
+
+def _succeeded(future: asyncio.Future[Any]) -> bool:
+    return future.done() and not future.cancelled() and future.exception() is None
+
+
+class JobOutput:
+    """Sends one job's records and waits for their delivery at the points that need it.
+
+    Records are sent without waiting for each acknowledgement; :meth:`delivered` waits for all
+    of them. Every record of the job has the job id as key, so they share a partition and the
+    idempotent producer keeps their order.
+
+    Args:
+        producer: A started idempotent producer (:func:`create_producer`).
+        settings: Topic prefix.
+        job_id: The record key.
+    """
+
+    def __init__(self, producer: AIOKafkaProducer, settings: Settings, job_id: str) -> None:
+        self._producer = producer
+        self._key = job_id.encode()
+        self._lines_topic = settings.topic(TOPIC_LINES)
+        self._events_topic = settings.topic(TOPIC_JOB_EVENTS)
+        self._pending: list[tuple[str, asyncio.Future[Any]]] = []
+        self.lines_sent = 0
+
+    def __repr__(self) -> str:
+        pending = len(self._pending)
+        return f"<JobOutput key={self._key!r} lines_sent={self.lines_sent} pending={pending}>"
+
+    async def send_line(self, envelope: LineEnvelope) -> None:
+        """Queues one line for ``chat.lines`` (value = the raw bytes, metadata in headers).
+
+        Raises:
+            RecordTooLargeError: The line exceeds ``max_record_bytes``.
+            RecordDeliveryError: The producer could not queue it in time.
+        """
+        _, value, headers = envelope.to_record()
+        await self._send(self._lines_topic, value, headers)
+        self.lines_sent += 1
+
+    async def send_event(self, event: JobEvent) -> None:
+        """Queues a lifecycle event for ``chat.job-events``. Raises as :meth:`send_line`."""
+        await self._send(self._events_topic, event.to_value(), [])
+
+    async def delivered(self) -> None:
+        """Waits until Kafka acknowledged (``acks=all``) every record queued so far.
+
+        Raises:
+            RecordDeliveryError: A record was not acknowledged.
+        """
+        pending, self._pending = self._pending, []
+        await delivered(pending)
+
+    async def _send(self, topic: str, value: bytes, headers: Headers) -> None:
+        future = await _send(self._producer, topic, key=self._key, value=value, headers=headers)
+        self._pending.append((topic, future))
+        if len(self._pending) >= PRUNE_PENDING_AT:
+            self._pending = [(t, f) for t, f in self._pending if not _succeeded(f)]

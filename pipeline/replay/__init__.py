@@ -1,0 +1,2 @@
+"""The replay server: archived conversations served back through the Chat API protocol.
+"""

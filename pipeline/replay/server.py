@@ -1,0 +1,231 @@
+"""``chatscribe replay serve``: archived conversations served through the Chat API protocol.
+
+A Starlette app on the Chat API's paths (:mod:`models.wire`) with its authentication
+(``Authorization: Api-Key <key>``, the keys of ``CHATSCRIBE_API_KEYS``) and error shape
+(``{"error", "status"}``), reusing :func:`chat_api.http.app.read_body` and
+:func:`chat_api.http.app.error_response`. Asking a question that the archive holds, as the identity
+it was asked as (``sessionSettings`` owner key: ``externalId`` or ``internalId``), streams the
+recorded lines of that job's last attempt, byte for byte, with the recorded gaps between them
+(``received_at`` deltas) divided by ``speed`` (0: no delay). The newest completed job wins;
+``run_id`` limits the lookup to one run. Front ends, tests and benchmarks can so run against
+real recorded conversations; ``pipeline.replay.server.create_app(settings, speed=0)`` is the
+Python entry point (the benchmarks' synthetic endpoint).
+
+Routes::
+
+    POST <chat path>            200 NDJSON (application/json) | 400 | 401 | 404 no archived answer
+    POST <chat path>/abort      204 (the replay stops after an ``__aborted__`` line) | 404
+    GET  /healthz               {"status": "ok"}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Final
+
+import sqlalchemy as sa
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from chat_api.errors import NotFoundError, RequestError, UnauthorizedError
+from chat_api.http.app import error_response, read_body
+from chat_api.settings import ChatApiSettings
+from models import wire
+from models.chat import AbortRequest, ChatRequest
+from pipeline.archive.engine import create_engine
+from pipeline.archive.replay import StoredLine, read_attempt
+from pipeline.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+AUTH_SCHEME: Final = "api-key"
+MAX_GAP_S: Final = 30.0
+"""Longest pause replayed between two lines, whatever was recorded."""
+ABORTED_LINE: Final = (
+    json.dumps({"id": wire.ID_ABORTED, "type": "abort", "code": "chat_aborted"}).encode() + b"\n"
+)
+
+_FIND = """
+SELECT j.job_id FROM "{schema}".jobs j
+WHERE j.question = :question AND j.identity = :identity AND j.last_attempt > 0
+  AND EXISTS (SELECT 1 FROM "{schema}".stream_lines s
+              WHERE s.job_id = j.job_id AND s.attempt = j.last_attempt)
+  {run_filter}
+ORDER BY (j.status = 'completed') DESC, j.finished_at DESC NULLS LAST, j.job_id
+LIMIT 1
+"""
+
+
+class ReplayService:
+    """The endpoints and the archive connection they share."""
+
+    def __init__(
+        self,
+        engine: sa.Engine,
+        *,
+        schema: str,
+        speed: float,
+        api_keys: Sequence[str],
+        run_id: str | None = None,
+    ) -> None:
+        if speed < 0:
+            raise ValueError("speed must be >= 0 (0: no delay)")
+        self._engine = engine
+        self._schema = schema
+        self._speed = speed
+        self._keys = [key.encode() for key in api_keys]
+        self._run_id = run_id
+        self._aborts: dict[str, asyncio.Event] = {}
+        self.replays = 0
+
+    def __repr__(self) -> str:
+        return f"<ReplayService schema={self._schema} speed={self._speed} replays={self.replays}>"
+
+    async def chat(self, request: Request) -> Response:
+        """Streams the archived answer to ``input`` asked as ``sessionSettings``' identity."""
+        self._authenticate(request)
+        body = await read_body(request, ChatRequest)
+        if body.input is None:
+            raise NotFoundError("replay serves questions only; input is required")
+        identity = body.session_settings.user_key
+        lines = await asyncio.to_thread(self._lines, body.input, identity)
+        chat_id = _chat_id(lines) or f"replay-{id(lines):x}"
+        abort = self._aborts.setdefault(chat_id, asyncio.Event())
+        self.replays += 1
+        return StreamingResponse(self._stream(lines, abort), media_type="application/json")
+
+    async def abort(self, request: Request) -> Response:
+        """Stops a replay in progress: 204, or 404 for a chatId not being replayed."""
+        self._authenticate(request)
+        body = await read_body(request, AbortRequest)
+        event = self._aborts.get(body.chat_id)
+        if event is None:
+            raise NotFoundError(f"chat thread not found: {body.chat_id}")
+        event.set()
+        return Response(status_code=204)
+
+    def _lines(self, question: str, identity: str) -> list[StoredLine]:
+        run_filter = "AND j.run_id = :run_id" if self._run_id else ""
+        query = sa.text(_FIND.format(schema=self._schema, run_filter=run_filter))
+        params = {"question": question, "identity": identity, "run_id": self._run_id}
+        with self._engine.connect() as conn:
+            job_id = conn.execute(query, params).scalar()
+            if job_id is None:
+                raise NotFoundError(f"no archived conversation for this question as {identity}")
+            _, lines = read_attempt(conn, schema=self._schema, job_id=job_id)
+        logger.info("replaying job_id=%s lines=%d", job_id, len(lines))
+        return lines
+
+    async def _stream(self, lines: list[StoredLine], abort: asyncio.Event) -> AsyncIterator[bytes]:
+        previous = None
+        for line in lines:
+            if previous is not None and self._speed > 0:
+                gap = (line.received_at - previous).total_seconds() / self._speed
+                if await _aborted_within(abort, min(max(gap, 0.0), MAX_GAP_S)):
+                    yield ABORTED_LINE
+                    return
+            if abort.is_set():
+                yield ABORTED_LINE
+                return
+            previous = line.received_at
+            yield line.wire_bytes()
+
+    def _authenticate(self, request: Request) -> None:
+        scheme, _, key = (request.headers.get("authorization") or "").strip().partition(" ")
+        if scheme.lower() != AUTH_SCHEME or not key.strip():
+            raise UnauthorizedError("Authorization header must be 'Api-Key <key>'")
+        given = key.strip().encode()
+        matched = False
+        for known in self._keys:
+            matched |= hmac.compare_digest(given, known)
+        if not matched:
+            raise UnauthorizedError("invalid API key")
+
+
+async def _aborted_within(event: asyncio.Event, seconds: float) -> bool:
+    try:
+        await asyncio.wait_for(event.wait(), timeout=seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+def _chat_id(lines: list[StoredLine]) -> str | None:
+    for line in lines[:3]:
+        try:
+            value: Any = json.loads(line.raw)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and value.get("id") == wire.ID_CUTOFF:
+            chat_id = (value.get("state") or {}).get("chatId")
+            return chat_id if isinstance(chat_id, str) else None
+    return None
+
+
+async def _health(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def _request_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestError)
+    return error_response(exc.message, exc.status_code)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    speed: float = 1.0,
+    api_keys: Sequence[str] | None = None,
+    run_id: str | None = None,
+    engine: sa.Engine | None = None,
+) -> Starlette:
+    """Builds the replay app.
+
+    Args:
+        settings: Database URL and schema of the archive.
+        speed: Recorded gaps are divided by it; 0 replays without delay.
+        api_keys: Accepted keys (default: ``CHATSCRIBE_API_KEYS``, as our Chat API).
+        run_id: Serve only this run's conversations.
+        engine: An engine to share (default: one from ``settings``, disposed on shutdown).
+
+    Raises:
+        ValueError: ``speed`` is negative.
+    """
+    keys = api_keys or [k.get_secret_value() for k in ChatApiSettings().api_keys]
+    own = engine is None
+    engine = engine or create_engine(settings)
+    service = ReplayService(
+        engine, schema=settings.database_schema, speed=speed, api_keys=keys, run_id=run_id
+    )
+    routes = [
+        Route("/healthz", _health, methods=["GET"]),
+        Route(wire.CHAT_PATH_TEMPLATE, service.chat, methods=["POST"]),
+        Route(wire.CHAT_PATH_TEMPLATE + wire.ABORT_SUFFIX, service.abort, methods=["POST"]),
+    ]
+    shared = engine
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        if own:
+            shared.dispose()
+
+    app = Starlette(
+        routes=routes, exception_handlers={RequestError: _request_error}, lifespan=lifespan
+    )
+    app.state.service = service
+    return app
+
+
+def serve(settings: Settings, *, host: str, port: int, speed: float, run_id: str | None) -> None:
+    """Runs the replay app under uvicorn until interrupted (blocking)."""
+    app = create_app(settings, speed=speed, run_id=run_id)
+    uvicorn.run(app, host=host, port=port, log_level="info")

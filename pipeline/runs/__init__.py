@@ -1,0 +1,3 @@
+"""Batch runs: questions files, submitting jobs, waiting for a run, reruns, cancelling a run,
+execution accuracy.
+"""

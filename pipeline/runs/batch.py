@@ -1,0 +1,156 @@
+"""Questions files and the jobs they expand to (pure).
+
+A questions file (YAML) names personas, each an identity in ``sessionSettings``, and questions,
+each asked as one or more personas::
+
+    name: regression                    # optional run name
+    chatUrl: http://...                 # optional; default: CHATSCRIBE_CHAT_URL
+    deadlineS: 120                      # optional per-job deadline in seconds
+    personas:
+      - name: analyst
+        sessionSettings: {externalId: analyst-1}
+      - name: jfk-ops
+        sessionSettings:
+          externalId: jfk-ops-1
+          userAttributes: [{name: origin, value: JFK}]
+    questions:
+      - text: How many flights were there in March?
+        personas: [analyst]            # omitted: every persona
+      - text: Average arrival delay by carrier
+
+Each (question, persona) pair becomes one :class:`models.records.ChatJob`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from models.chat import SessionSettings
+from models.records import ChatJob
+from pipeline.transcript.result_compare import ExpectedResult
+
+
+class QuestionsFileError(ValueError):
+    """The questions file cannot be read or does not validate.
+
+    Attributes:
+        path: The file.
+    """
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class Persona(BaseModel):
+    """A named identity to ask questions as."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    session_settings: SessionSettings = Field(alias="sessionSettings")
+    chat_url: str | None = Field(default=None, alias="chatUrl", pattern=r"^https?://")
+
+
+class Question(BaseModel):
+    """A question and the personas to ask it as (None: all of them)."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="forbid")
+
+    text: str = Field(min_length=1)
+    personas: tuple[str, ...] | None = None
+    active_branch_name: str | None = Field(default=None, alias="activeBranchName")
+    is_default_branch: bool | None = Field(default=None, alias="isDefaultBranch")
+    expected: dict[str, ExpectedResult] | None = None
+    """Expected result per persona name (``"*"``: any); see :mod:`pipeline.runs.accuracy`."""
+
+
+class QuestionsFile(BaseModel):
+    """A whole questions file; persona names are unique and every reference resolves."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="forbid")
+
+    name: str | None = None
+    chat_url: str | None = Field(default=None, alias="chatUrl", pattern=r"^https?://")
+    deadline_s: float | None = Field(default=None, alias="deadlineS", gt=0)
+    personas: tuple[Persona, ...] = Field(min_length=1)
+    questions: tuple[Question, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> QuestionsFile:
+        names = [p.name for p in self.personas]
+        if len(set(names)) != len(names):
+            raise ValueError("persona names must be unique")
+        for question in self.questions:
+            unknown = set(question.personas or ()) - set(names)
+            if unknown:
+                raise ValueError(
+                    f"question {question.text!r} names unknown personas {sorted(unknown)}"
+                )
+        return self
+
+
+def load_questions(path: Path) -> QuestionsFile:
+    """Reads and validates a questions file.
+
+    Raises:
+        QuestionsFileError: The file is missing, is not YAML, or does not validate; the message
+            names the offending field.
+    """
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise QuestionsFileError(str(exc), path=path) from exc
+    try:
+        return QuestionsFile.model_validate(data)
+    except ValidationError as exc:
+        raise QuestionsFileError(_first_errors(exc), path=path) from exc
+
+
+def _first_errors(exc: ValidationError, limit: int = 3) -> str:
+    parts = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:limit]]
+    return "; ".join(parts)
+
+
+def expand_jobs(
+    questions: QuestionsFile,
+    *,
+    run_id: str,
+    chat_url: str,
+    api_key: str | None = None,
+) -> list[ChatJob]:
+    """Turns a questions file into jobs, in file order (question major, persona minor).
+
+    Args:
+        questions: The validated file.
+        run_id: The run the jobs belong to.
+        chat_url: Chat endpoint for personas that name none (file-level ``chatUrl`` wins).
+        api_key: Key the workers send for these jobs; None: the worker's own.
+
+    Returns:
+        One job per (question, persona), each with a fresh UUID job id.
+    """
+    by_name = {p.name: p for p in questions.personas}
+    jobs = []
+    for question in questions.questions:
+        for name in question.personas or tuple(by_name):
+            persona = by_name[name]
+            jobs.append(
+                ChatJob(
+                    job_id=str(uuid.uuid4()),
+                    run_id=run_id,
+                    question=question.text,
+                    persona=persona.name,
+                    session_settings=persona.session_settings,
+                    chat_url=persona.chat_url or questions.chat_url or chat_url,
+                    active_branch_name=question.active_branch_name,
+                    is_default_branch=question.is_default_branch,
+                    deadline_s=questions.deadline_s,
+                    api_key=api_key,
+                )
+            )
+    return jobs

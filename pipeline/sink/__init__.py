@@ -1,0 +1,3 @@
+"""The sink: a batched Kafka consumer that writes lines and events into the archive, commits
+offsets after the database commit, and publishes compact answer records.
+"""

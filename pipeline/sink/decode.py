@@ -1,0 +1,94 @@
+"""Decoding the sink's records: Kafka records to archive values, or a reason to dead-letter.
+
+Pure functions (no I/O) used by :class:`pipeline.sink.loop.Sink` for every batch. A ``chat.lines``
+record becomes a :class:`models.records.LineEnvelope` (value = the raw line, metadata in
+headers); a ``chat.job-events`` record a :class:`models.records.JobEvent`. A record that cannot
+be decoded, or whose keys PostgreSQL could never store (:func:`pipeline.archive.writer.refusal`), is
+returned with the reason, for the dead-letter topic (design.md, "Flow").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from models.errors import LineRecordError
+from models.records import JobEvent, LineEnvelope
+from pipeline.archive.writer import BatchOutcome, collector_paused, refusal
+from pipeline.kafka.dead_letters import Record
+
+Item = tuple[Record, LineEnvelope | JobEvent]
+"""A record and its decoded value."""
+Dead = tuple[Record, str]
+"""A record and why it cannot be archived."""
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """What :meth:`Sink.run_once` did with one batch.
+
+    Attributes:
+        records: Records fetched (0: nothing arrived within ``sink_batch_wait_ms``).
+        lines, events: Records archived from each topic.
+        dead_lettered: Records sent to the dead-letter topic.
+        outcome: The writer's report (None when the batch was split or empty).
+        committed: Whether the batch's offsets were committed.
+    """
+
+    records: int
+    lines: int = 0
+    events: int = 0
+    dead_lettered: int = 0
+    outcome: BatchOutcome | None = None
+    committed: bool = False
+
+
+def decode_batch(
+    records: Sequence[Record], *, lines_topic: str, events_topic: str
+) -> tuple[list[Item], list[Dead]]:
+    """Decodes a batch, keeping the records' order.
+
+    Args:
+        records: aiokafka ``ConsumerRecord`` objects of both topics.
+        lines_topic, events_topic: The full (prefixed) topic names.
+
+    Returns:
+        ``(decoded, dead)``: the decoded records and the rejected ones with their reasons
+        (``"<ErrorType>: <message>"``).
+    """
+    items: list[Item] = []
+    dead: list[Dead] = []
+    with collector_paused():
+        for record in records:
+            try:
+                value = decode_record(record, lines_topic=lines_topic, events_topic=events_topic)
+            except (LineRecordError, ValueError) as exc:
+                dead.append((record, f"{type(exc).__name__}: {exc}"))
+            else:
+                items.append((record, value))
+    return items, dead
+
+
+def decode_record(
+    record: Record, *, lines_topic: str, events_topic: str
+) -> LineEnvelope | JobEvent:
+    """Decodes one record of ``lines_topic`` or ``events_topic``.
+
+    Raises:
+        LineRecordError: A line record's key or a required header is missing or malformed.
+        ValueError: An event is not valid JSON of a :class:`JobEvent` (pydantic's
+            ``ValidationError`` is one), the topic is neither, or PostgreSQL could not store
+            the record's keys.
+    """
+    value: LineEnvelope | JobEvent
+    if record.topic == lines_topic:
+        value = LineEnvelope.from_record(record.key, record.value, record.headers)
+        problem = refusal(value.job_id, value.attempt, value.line_no)
+    elif record.topic == events_topic:
+        value = JobEvent.from_value(record.value or b"")
+        problem = refusal(value.job_id, value.attempt, value.line_count or 0)
+    else:
+        raise ValueError(f"record from unexpected topic {record.topic}")
+    if problem is not None:
+        raise ValueError(problem)
+    return value

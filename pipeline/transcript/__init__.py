@@ -1,0 +1,3 @@
+"""Pure logic over a conversation: parse lines, merge deltas into messages, classify tool calls,
+fold lifecycle events, pick the final answer, compare results. No I/O library is imported here.
+"""

@@ -1,0 +1,267 @@
+"""Tool calls of a transcript as archive rows (pure, no I/O).
+
+A message with ``toolCall`` gives one :class:`ToolCallRow`; a SQL tool call also gives one
+:class:`SqlQueryRow`. Rules (``chat-api-interface.md``, "toolCall object", "svcMeta tool",
+"svcSqlApi tool"; ``field-notes.md``, "Tool names and payloads"):
+
+* The tool name is kept as received; the kind comes from :func:`models.tools.classify`, so the
+  hosted names (``cubeMeta``, ``cubeSqlApi``) and SQL recognised by payload count.
+* ``input`` and ``result`` are JSON strings: they are parsed, and string members holding a JSON
+  object or array (``vegaSpec`` ...) are parsed too. A payload that is not a JSON object stays
+  only in its ``*_raw`` column, with the reason in ``payload_error``.
+* A failed tool's result has an ``error`` member; it is kept in ``error``.
+* SQL members are read by wire name from the parsed payloads (result first, then input), so the
+  older payload (``{"query"}`` in, ``{"data": [{...}], "annotation"}`` out) maps too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from models import tools
+from models.chat import ToolCall
+from models.errors import ToolPayloadError
+from pipeline.transcript.sql_refs import touched
+
+MAX_NESTING = 8
+"""How deep :func:`unnest` looks for JSON strings inside a payload."""
+_NESTED_JSON = re.compile(r'"(?:\s|\\[bfnrt/"\\]|\\u[0-9a-fA-F]{4})*[\[{]')
+"""In a payload's JSON text: a string that may start (after whitespace, raw or escaped) with
+``{`` or ``[``. Without a match :func:`unnest` would change nothing, so it is not called."""
+
+
+class ArchiveRow:
+    """Mixin for frozen dataclasses whose fields are the columns of one archive table."""
+
+    def to_row(self) -> dict[str, Any]:
+        """Returns: ``{column: value}`` for the table; tuples become lists."""
+        assert dataclasses.is_dataclass(self)
+        return {f.name: _listify(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
+class ToolCallRow(ArchiveRow):
+    """One tool call: a row of ``tool_calls``.
+
+    ``input``/``result`` are the parsed payloads (JSON objects, nested JSON strings parsed),
+    ``input_raw``/``result_raw`` the strings as received, ``error`` the result's ``error``
+    member, ``payload_error`` why a payload could not be parsed, ``complete`` whether the
+    result has arrived.
+    """
+
+    job_id: str
+    attempt: int
+    message_id: str
+    name: str | None
+    kind: tools.ToolKind
+    input: dict[str, Any] | None
+    result: dict[str, Any] | None
+    input_raw: str | None
+    result_raw: str | None
+    error: Any
+    payload_error: str | None
+    complete: bool
+
+
+@dataclass(frozen=True)
+class SqlQueryRow(ArchiveRow):
+    """One SQL tool call's query and result summary: a row of ``sql_queries``.
+
+    ``rows`` are the returned rows as sent (arrays, or objects in the older payload; the
+    service returns at most 100); ``returned_rows`` counts them; ``total_rows`` is
+    ``totalRows``; ``vega_spec`` is the parsed Vega-Lite spec; ``views`` and ``members``
+    (``view.member``) are what the SQL reads (:func:`pipeline.transcript.sql_refs.touched`).
+    """
+
+    job_id: str
+    attempt: int
+    message_id: str
+    tool_name: str | None
+    sql_query: str | None
+    query_title: str | None
+    description: str | None
+    user_request: str | None
+    memory_id: str | None
+    result_schema: list[Any] | None
+    total_rows: int | None
+    result_uuid: str | None
+    vega_spec: Any
+    rows: list[Any] | None
+    returned_rows: int | None
+    error: str | None
+    views: tuple[str, ...] = ()
+    members: tuple[str, ...] = ()
+
+
+def tool_call_row(job_id: str, attempt: int, message_id: str, call: ToolCall) -> ToolCallRow:
+    """Maps a merged ``toolCall`` to its row.
+
+    Args:
+        job_id, attempt, message_id: The row's key.
+        call: The tool call with the latest ``name``, ``input`` and ``result`` sent.
+
+    Returns:
+        The row; payload problems are recorded in ``payload_error``, never raised.
+    """
+    parsed_input, input_error = parse_payload(call, "input")
+    parsed_result, result_error = parse_payload(call, "result")
+    problems = [e for e in (input_error, result_error) if e]
+    return ToolCallRow(
+        job_id=job_id,
+        attempt=attempt,
+        message_id=message_id,
+        name=call.name,
+        kind=tools.classify(call),
+        input=parsed_input,
+        result=parsed_result,
+        input_raw=call.input,
+        result_raw=call.result,
+        error=(parsed_result or {}).get("error"),
+        payload_error="; ".join(problems) or None,
+        complete=call.result is not None,
+    )
+
+
+def parse_payload(
+    call: ToolCall, part: Literal["input", "result"]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """Parses ``call.input`` or ``call.result``.
+
+    Returns:
+        ``(object, None)`` with nested JSON strings parsed (see :func:`unnest`); ``(None, None)``
+        when the part is absent; ``(None, reason)`` when it is not a JSON object.
+    """
+    text = getattr(call, part)
+    try:
+        value = tools.load_payload(text, tool_name=call.name or "", part=part)
+    except ToolPayloadError as exc:
+        return None, str(exc)
+    if value is None:
+        return None, None
+    if not _NESTED_JSON.search(text):
+        return value, None
+    return {k: _unnest_member(v) for k, v in value.items()}, None
+
+
+def _unnest_member(value: Any) -> Any:
+    """:func:`unnest` of a payload's member, skipped when its JSON text has no candidate (a
+    result's ``data`` rows are most of it, a ``vegaSpec`` string beside them is the match)."""
+    if isinstance(value, dict | list) and not _NESTED_JSON.search(
+        json.dumps(value, ensure_ascii=False)
+    ):
+        return value
+    return unnest(value, MAX_NESTING)
+
+
+def unnest(value: Any, depth: int = MAX_NESTING) -> Any:
+    """Replaces strings that hold a JSON object or array by the parsed value, recursively.
+
+    Args:
+        value: A decoded JSON value.
+        depth: How many levels to descend.
+
+    Returns:
+        The value with such strings parsed; other strings (``"245"``, text) are left alone.
+    """
+    if depth <= 0:
+        return value
+    if isinstance(value, dict):
+        return {k: unnest(v, depth - 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unnest(v, depth - 1) for v in value]
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        if isinstance(parsed, dict | list):
+            return unnest(parsed, depth - 1)
+    return value
+
+
+def sql_query_row(call: ToolCallRow) -> SqlQueryRow:
+    """Maps a SQL tool call (``kind == "sql"``) to its ``sql_queries`` row.
+
+    Args:
+        call: The tool call's row, payloads already parsed.
+
+    Returns:
+        The row; members missing or of an unexpected type are None.
+    """
+    given = call.input or {}
+    got = call.result or {}
+    data = got.get("data")
+    rows = data if isinstance(data, list) else None
+    schema = got.get("schema")
+    error = got.get("error")
+    sql = _first_text("sqlQuery", got, given) or _first_text("query", given, got)
+    refs = touched(sql)
+    return SqlQueryRow(
+        job_id=call.job_id,
+        attempt=call.attempt,
+        message_id=call.message_id,
+        tool_name=call.name,
+        sql_query=sql,
+        query_title=_first_text("queryTitle", got, given),
+        description=_first_text("description", got, given),
+        user_request=_first_text("userRequest", got, given),
+        memory_id=_first_text("memoryId", given, got),
+        result_schema=schema if isinstance(schema, list) else _object_schema(rows, got),
+        total_rows=_integer(got.get("totalRows")),
+        result_uuid=_first_text("uuid", got),
+        vega_spec=got.get("vegaSpec", given.get("vegaSpec")),
+        rows=rows,
+        returned_rows=len(rows) if rows is not None else None,
+        error=None if error is None else error_text(error),
+        views=refs.views,
+        members=refs.members,
+    )
+
+
+def _object_schema(rows: list[Any] | None, got: dict[str, Any]) -> list[Any] | None:
+    """The older payload's rows are objects: their keys (first row's order) become the schema,
+    with the type from ``annotation`` (``{"measures"|"dimensions": {name: {"type"}}}``) when
+    given (field notes, "Tool names and payloads")."""
+    if not rows or not all(isinstance(row, dict) for row in rows):
+        return None
+    annotation = got.get("annotation")
+    types: dict[str, Any] = {}
+    if isinstance(annotation, dict):
+        for group in annotation.values():
+            if isinstance(group, dict):
+                types.update({k: v.get("type") for k, v in group.items() if isinstance(v, dict)})
+    names = list(dict.fromkeys(key for row in rows for key in row))
+    return [{"name": name, "column_type": types.get(name)} for name in names]
+
+
+def error_text(error: Any) -> str:
+    """Returns: an ``error`` member as text (strings as they are, other JSON serialised)."""
+    return error if isinstance(error, str) else json.dumps(error, sort_keys=True)
+
+
+def _first_text(name: str, *sources: dict[str, Any]) -> str | None:
+    for source in sources:
+        value = source.get(name)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _integer(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _listify(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value

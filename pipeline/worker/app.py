@@ -1,0 +1,383 @@
+"""The worker process: a faust app that runs the chat jobs of ``chat.requests``.
+
+With :mod:`pipeline.worker.group` (its consumer group), the only module that imports faust (and
+mode). Per record of ``chat.requests``:
+
+1. parse it as a :class:`~models.records.ChatJob`; if it is not one, the original bytes go to
+   ``chat.requests.dlq`` with the reason and source topic/partition/offset in headers;
+2. otherwise its earlier attempts are looked up in its own events
+   (:class:`~pipeline.worker.history.JobHistory`): a job that already has a final outcome is only
+   acknowledged; a job another worker started and lost (SIGKILL, a partition handed over) is
+   continued as the next attempt, fetching the thread's state when its chat id is known
+   (:func:`pipeline.worker.attempts.plan_attempt`);
+3. :class:`~pipeline.worker.job_runner.JobRunner` runs it: ``started``, every line to
+``chat.lines``,
+   ``first_line``, and one terminal event, all durable before it returns;
+4. only then is the record acked, and only once every earlier record of its partition taken
+   here has ended too (:mod:`pipeline.worker.ordered_acks`); faust commits acked offsets.
+
+So a job's offset is committed only after its lines and terminal event are in Kafka
+(at-least-once). On a rebalance faust waits for the running jobs to end and be acked
+(``stream_wait_empty``) before it commits and gives the partitions up
+(:mod:`pipeline.worker.group`); a job whose worker died is redelivered from the last committed
+offset to the next owner.
+
+An error of the job's own (HTTP, stream, bug) becomes a ``failed`` event and
+never escapes the agent (faust would ack and drop the record silently). When Kafka itself does
+not confirm the records, the worker crashes instead: the record stays unacknowledged and is
+redelivered after a restart.
+
+``chat.cancellations`` (key: job id) aborts a running job of this worker; the topic has as many
+partitions as ``chat.requests``, so faust's co-partitioning assignor
+(:class:`~pipeline.worker.group.BalancedAssignor`) gives a job's cancellation to the worker that
+holds the job's partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any, Final, cast
+
+import faust
+from faust.types import EventT, StreamT
+from mode import Service
+from pydantic import ValidationError
+
+from models import wire
+from models.records import ChatJob, DeadLetter, JobEvent
+from pipeline import metrics
+from pipeline.chat.client import ChatClient
+from pipeline.kafka.clients import (
+    DEFAULT_PARTITIONS,
+    JobOutput,
+    RecordDeliveryError,
+    create_producer,
+    ensure_topics,
+    produce,
+)
+from pipeline.kafka.lag import LagReporter
+from pipeline.settings import Settings
+from pipeline.worker.attempts import PriorAttempts, superseded_event
+from pipeline.worker.cancellations import Cancellations
+from pipeline.worker.group import (
+    BalancedAssignor,
+    HandOver,
+    add_rebalance_hooks,
+    assignment,
+    requeue,
+)
+from pipeline.worker.history import JobHistory, topic_partitions
+from pipeline.worker.job_runner import ABORT_GRACE_S, JobControl, JobRunner
+from pipeline.worker.ordered_acks import OrderedAcks
+
+logger = logging.getLogger(__name__)
+
+OUTPUT_TOPICS: Final = (
+    wire.TOPIC_REQUESTS,
+    wire.TOPIC_CANCELLATIONS,
+    wire.TOPIC_LINES,
+    wire.TOPIC_JOB_EVENTS,
+    wire.TOPIC_REQUESTS_DLQ,
+)
+REBALANCE_MARGIN_S: Final = 30.0
+DLQ_REASON_CHARS: Final = 2000
+
+
+class WorkerResources(Service):
+    """What the agents share: the idempotent producer, the Chat API client, the job runner.
+
+    Added to the app as its first dependency, so it starts before the agents and stops after
+    them (faust drains running jobs first when ``stream_wait_empty`` is on).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        lag: LagReporter | None = None,
+        handover: HandOver | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings
+        self._lag = lag
+        self.handover = handover or HandOver(lambda: False)
+        self._background: list[asyncio.Task[None]] = []
+        self.worker_id = settings.worker_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.cancellations = Cancellations()
+        self._producer: Any = None
+        self._client: ChatClient | None = None
+        self._runner: JobRunner | None = None
+        self.history = JobHistory(settings)
+
+    def __repr__(self) -> str:
+        running = len(self.cancellations.running)
+        return f"<WorkerResources worker_id={self.worker_id} running={running} {self.handover!r}>"
+
+    async def on_start(self) -> None:
+        """Creates the topics, starts the producer, opens the HTTP pool."""
+        await ensure_topics(self.settings, OUTPUT_TOPICS, partitions=DEFAULT_PARTITIONS)
+        self._producer = create_producer(self.settings, client_id=f"chatscribe-{self.worker_id}")
+        await self._producer.start()
+        events_topic = self.settings.topic(wire.TOPIC_JOB_EVENTS)
+        producer = self._producer
+        partitions = await topic_partitions(
+            lambda: producer.partitions_for(events_topic), topic=events_topic
+        )
+        await self.history.start(partitions)
+        if self._lag is not None:
+            self._background.append(asyncio.create_task(self._lag.run(), name="consumer-lag"))
+        self._background.append(asyncio.create_task(self.handover.watch(), name="hand-over"))
+        self._client = ChatClient(self.settings)
+        self._runner = JobRunner(
+            self._client,
+            job_deadline_s=self.settings.job_deadline_s,
+            worker_id=self.worker_id,
+            max_attempts=self.settings.worker_max_attempts,
+        )
+        logger.info("worker resources started worker_id=%s", self.worker_id)
+
+    async def on_stop(self) -> None:
+        """Flushes and stops the producer, closes the HTTP pool."""
+        if self._producer is not None:
+            await self._producer.stop()
+        if self._client is not None:
+            await self._client.aclose()
+        await self.history.stop()
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        logger.info("worker resources stopped worker_id=%s", self.worker_id)
+
+    async def process(self, event: EventT[Any]) -> None:
+        """Handles one ``chat.requests`` record: dead-letters it or runs its job.
+
+        Errors of the job itself end as its ``failed`` event; only failures to write to Kafka
+        (:class:`RecordDeliveryError`) are raised.
+        """
+        message = event.message
+        value: bytes = message.value or b""
+        try:
+            job = ChatJob.from_value(value)
+        except ValidationError as exc:
+            await self._dead_letter(event, f"invalid chat job: {_summary(exc)}")
+            return
+        self._check_key(job, message.key)
+        prior = await self.history.prior(job.job_id, submitted_ms=int(message.timestamp * 1000))
+        try:
+            await self._run(job, prior, message)
+        except RecordDeliveryError:
+            raise
+        except Exception as exc:
+            logger.exception("job crashed job_id=%s error=%r", job.job_id, exc)
+            await self._report_crash(job, exc, attempt=prior.attempt + 1)
+
+    async def _run(self, job: ChatJob, prior: PriorAttempts, message: Any) -> None:
+        assert self._runner is not None, "WorkerResources not started"
+        output = JobOutput(self._producer, self.settings, job.job_id)
+        if prior.attempt and not prior.open:
+            logger.info("job already finished job_id=%s attempt=%s", job.job_id, prior.attempt)
+            return
+        await self._close_lost_attempt(job, prior)
+        early = self.cancellations.take_early(job.job_id)
+        if early is not None:
+            reason = f"{early} before start"
+            await self._runner.skip(job, output, reason=reason, attempt=prior.attempt + 1)
+            return
+        control = JobControl()
+        self.cancellations.running[job.job_id] = control
+        try:
+            run = self._runner.run_job(job, output, prior=prior, control=control)
+            if not await self.handover.run(job.job_id, run):
+                await requeue(self._producer, message)  # before the original is acked
+        finally:
+            self.cancellations.running.pop(job.job_id, None)
+
+    async def _close_lost_attempt(self, job: ChatJob, prior: PriorAttempts) -> None:
+        """Records the lost attempt as superseded before the next one starts (durably)."""
+        event = superseded_event(
+            prior, job_id=job.job_id, run_id=job.run_id, worker_id=self.worker_id
+        )
+        if event is None:
+            return
+        logger.info("attempt superseded job_id=%s attempt=%s", job.job_id, event.attempt)
+        output = JobOutput(self._producer, self.settings, job.job_id)
+        await output.send_event(event)
+        await output.delivered()
+
+    async def _report_crash(self, job: ChatJob, exc: Exception, *, attempt: int) -> None:
+        """Best effort: a ``failed`` event for a job whose run raised unexpectedly."""
+        event = JobEvent(
+            job_id=job.job_id,
+            run_id=job.run_id,
+            kind="failed",
+            attempt=attempt,
+            error=str(exc) or repr(exc),
+            error_type=type(exc).__name__,
+            worker_id=self.worker_id,
+        )
+        output = JobOutput(self._producer, self.settings, job.job_id)
+        await output.send_event(event)
+        await output.delivered()
+
+    async def _dead_letter(self, event: EventT[Any], reason: str) -> None:
+        message = event.message
+        letter = DeadLetter(
+            reason=reason[:DLQ_REASON_CHARS],
+            source_topic=message.topic,
+            source_partition=message.partition,
+            source_offset=message.offset,
+        )
+        topic = self.settings.topic(wire.TOPIC_REQUESTS_DLQ)
+        await produce(
+            self._producer,
+            topic,
+            key=message.key,
+            value=message.value or b"",
+            headers=letter.headers(),
+        )
+        metrics.DEAD_LETTERS.inc()
+        logger.warning(
+            "dead-lettered topic=%s partition=%s offset=%s reason=%r",
+            message.topic,
+            message.partition,
+            message.offset,
+            reason,
+        )
+
+    @staticmethod
+    def _check_key(job: ChatJob, key: bytes | None) -> None:
+        if key is not None and key != job.job_id.encode():
+            logger.warning("record key is not the job id job_id=%s key=%r", job.job_id, key)
+
+
+def create_app(settings: Settings) -> faust.App:
+    """Builds the worker's faust app (not started).
+
+    Args:
+        settings: Kafka address, topic prefix, consumer group (``worker_group``), concurrency,
+            record size and deadlines.
+
+    Returns:
+        A faust app with the ``chat.requests`` agent (``worker_concurrency`` jobs at once) and
+        the ``chat.cancellations`` agent; no web server, in-memory store, raw keys and values.
+    """
+    hard_limit_s = settings.job_deadline_s + ABORT_GRACE_S + REBALANCE_MARGIN_S
+    session_s = settings.worker_session_timeout_s
+    app = faust.App(
+        settings.worker_group,
+        broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap.split(",")],
+        autodiscover=False,
+        datadir=Path(tempfile.gettempdir()) / f"chatscribe-faust-{settings.worker_group}",
+        web_enabled=False,
+        store="memory://",
+        topic_partitions=DEFAULT_PARTITIONS,
+        topic_replication_factor=1,
+        key_serializer="raw",
+        value_serializer="raw",
+        consumer_auto_offset_reset="earliest",
+        consumer_max_fetch_size=settings.max_record_bytes,
+        producer_max_request_size=settings.max_record_bytes,
+        producer_acks=-1,
+        broker_commit_every=1,
+        broker_commit_interval=0.5,
+        # faust's aiokafka driver uses the app's (co-partitioning) assignor only when this is
+        # above 0 or the app has tables; BalancedAssignor then ignores it.
+        table_standby_replicas=1,
+        PartitionAssignor=BalancedAssignor,
+        stream_wait_empty=True,
+        stream_processing_timeout=hard_limit_s,
+        broker_rebalance_timeout=hard_limit_s,
+        broker_session_timeout=session_s,
+        broker_heartbeat_interval=min(3.0, session_s / 6),
+        broker_request_timeout=max(90.0, session_s * 1.5),
+    )
+    requests = settings.topic(wire.TOPIC_REQUESTS)
+    lag = LagReporter(settings, assignment(app, requests))
+    handover = HandOver(lambda: bool(app.rebalancing or app.should_stop))
+    resources = WorkerResources(settings, lag=lag, handover=handover)
+    app.add_dependency(resources)
+    _add_agents(app, settings, resources)
+    add_rebalance_hooks(app, resources.history, worker_id=resources.worker_id, topic=requests)
+    return app
+
+
+def _add_agents(app: faust.App, settings: Settings, resources: WorkerResources) -> None:
+    requests = app.topic(settings.topic(wire.TOPIC_REQUESTS), partitions=DEFAULT_PARTITIONS)
+    cancellations = app.topic(
+        settings.topic(wire.TOPIC_CANCELLATIONS), partitions=DEFAULT_PARTITIONS
+    )
+
+    acks: OrderedAcks[EventT[Any]] = OrderedAcks()
+
+    @app.agent(requests, name="chat-jobs", concurrency=settings.worker_concurrency)
+    async def chat_jobs(stream: StreamT[Any]) -> None:
+        # Manual acks: a record is acked only after its job's records are durable, and only
+        # once every earlier record of its partition is (pipeline.worker.ordered_acks).
+        manual: StreamT[Any] = cast(faust.Stream[Any], stream).noack()
+        async for event in manual.events():
+            tp, offset = event.message.tp, event.message.offset
+            acks.begin(tp, offset)
+            try:
+                await resources.process(event)
+            except RecordDeliveryError as exc:
+                await _crash(app, exc)
+                return  # without acking: the record is redelivered after a restart
+            except Exception as exc:  # a bug: log it, and do not hold the partition back
+                logger.exception("chat.requests record dropped error=%r", exc)
+            for done in acks.finish(tp, offset, event):
+                await manual.ack(done)
+
+    @app.agent(cancellations, name="chat-cancellations")
+    async def chat_cancellations(stream: StreamT[Any]) -> None:
+        async for event in stream.events():
+            resources.cancellations.receive(event.message.key, event.message.value)
+
+
+async def _crash(app: faust.App, exc: RecordDeliveryError) -> None:
+    """Stops the worker (exit code 1); the caller leaves the current record unacknowledged."""
+    logger.critical("kafka did not confirm records; stopping the worker error=%r", exc)
+    await app.crash(exc)
+
+
+def run_worker(settings: Settings, *, loglevel: str = "info") -> None:
+    """Runs a worker until SIGINT/SIGTERM (blocking; for ``chatscribe worker``).
+
+    Starts faust's worker programmatically, so faust parses no command line. Logging already
+    configured by the caller (the CLI) is kept; otherwise faust configures it at ``loglevel``.
+    Serves Prometheus metrics on ``settings.metrics_port`` when it is set.
+
+    Raises:
+        SystemExit: With a non-zero code when the worker crashed.
+    """
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    app = create_app(settings)
+    if settings.metrics_port is not None:
+        metrics.serve(settings.metrics_port)
+    worker = faust.Worker(
+        app,
+        loop=loop,
+        loglevel=loglevel,
+        quiet=True,
+        redirect_stdouts=False,
+        override_logging=not logging.getLogger().handlers,
+    )
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            raise
+
+
+def _summary(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "value"
+        parts.append(f"{where}: {error['msg']}")
+    return f"{exc.error_count()} error(s): " + "; ".join(parts)
