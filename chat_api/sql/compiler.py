@@ -32,7 +32,7 @@ from sqlglot import exp
 from chat_api.errors import SemanticSqlError
 from chat_api.semantic.model import Member, SemanticModel
 from chat_api.sql.columns import ColumnType, infer_column_types
-from chat_api.sql.guard import check_grouping, parse_query
+from chat_api.sql.guard import check_executed_sql, check_grouping, parse_query
 from chat_api.sql.policies import UserContext, resolve_access
 from chat_api.sql.relations import ViewUse, aggregate, build_relation
 
@@ -86,12 +86,51 @@ def compile_semantic_sql(sql: str, *, model: SemanticModel, user: UserContext) -
     compiler = _Compiler(model, user)
     compiler.query(tree, {}, None)
     compiler.check_tables(tree)
+    executed = tree.sql(dialect=OUTPUT_DIALECT, identify=True, comments=False)
+    check_compiled_sql(executed, model=model)
     return CompiledQuery(
-        sql=tree.sql(dialect=OUTPUT_DIALECT, identify=True, comments=False),
+        sql=executed,
         views=tuple(dict.fromkeys(use.view.name for use in compiler.uses)),
         members=tuple(compiler.members),
         columns=infer_column_types(tree, compiler.uses),
     )
+
+
+def check_compiled_sql(sql: str, *, model: SemanticModel) -> None:
+    """Check the DuckDB text that will run against the guard's allow-list (parsed again).
+
+    Tables allowed: those the model's cubes read; functions: ``ALLOWED_FUNCTIONS`` and those
+    of the model's own SQL (``chat_api.sql.guard.check_executed_sql``).
+
+    Raises:
+        SemanticSqlError: the executed text holds anything outside the allow-list.
+    """
+    tables, functions = _model_allowances(model)
+    check_executed_sql(sql, tables=tables, functions=functions)
+
+
+_ALLOWANCES: dict[int, tuple[SemanticModel, frozenset[str], frozenset[str]]] = {}
+
+
+def _model_allowances(model: SemanticModel) -> tuple[frozenset[str], frozenset[str]]:
+    """Returns: the physical tables and the function names of the model's rendered SQL."""
+    cached = _ALLOWANCES.get(id(model))
+    if cached is not None and cached[0] is model:
+        return cached[1], cached[2]
+    rendered = model.rendered
+    roots: list[exp.Expr] = [*rendered.sources.values()]
+    roots += [r.expression for r in (*rendered.joins.values(), *rendered.dimensions.values())]
+    for measure in rendered.measures.values():
+        roots += [measure.input.expression] if measure.input else []
+        roots += [measure.formula] if measure.formula is not None else []
+    tables = frozenset(t.name for root in roots for t in root.find_all(exp.Table))
+    functions = frozenset(
+        node.name.upper() if isinstance(node, exp.Anonymous) else node.sql_name()
+        for root in roots
+        for node in root.find_all(exp.Func)
+    )
+    _ALLOWANCES[id(model)] = (model, tables, functions)
+    return tables, functions
 
 
 @dataclass
@@ -222,17 +261,19 @@ class _Compiler:
         return _Source(alias, tuple(m.name for m in use.view.members), use)
 
     def _expand_stars(self, select: exp.Select, scope: _Scope) -> None:
+        """``*`` and ``alias.*`` become the visible dimensions, less those of ``EXCLUDE``."""
         projections: list[exp.Expr] = []
         for projection in select.expressions:
             if isinstance(projection, exp.Star):
-                targets = list(scope.sources.values())
+                star, targets = projection, list(scope.sources.values())
             elif isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star):
-                targets = [self._source_named(scope, projection.table)]
+                star, targets = projection.this, [self._source_named(scope, projection.table)]
             else:
                 projections.append(projection)
                 continue
+            excluded = _star_excluded(star, targets)
             for source in targets:
-                projections.extend(self._star_columns(source))
+                projections.extend(c for c in self._star_columns(source) if c.name not in excluded)
         select.set("expressions", projections)
 
     def _star_columns(self, source: _Source) -> Iterator[exp.Expr]:
@@ -352,6 +393,30 @@ class _Compiler:
         if member.kind == "dimension":
             source.use.dimensions[name] = None
         return source, member
+
+
+def _star_excluded(star: exp.Star, targets: list[_Source]) -> set[str]:
+    """The names ``* EXCLUDE (...)`` leaves out; ``REPLACE``/``RENAME``/``ILIKE`` are refused.
+
+    Raises:
+        SemanticSqlError: ``unsupported_syntax`` for the other modifiers, ``unknown_member``
+            for an excluded name that no target shows.
+    """
+    for modifier in ("replace", "rename", "ilike"):
+        if star.args.get(modifier):
+            raise SemanticSqlError(
+                "unsupported_syntax",
+                f"SELECT * {modifier.upper()} is not supported: select the columns by name "
+                "and write the expression you want with an alias",
+            )
+    excluded = {column.name for column in star.args.get("except_") or ()}
+    shown = {name for source in targets for name in _visible(source)}
+    unknown = sorted(excluded - shown)
+    if unknown:
+        raise SemanticSqlError(
+            "unknown_member", f"EXCLUDE names no column of the query: {', '.join(unknown)}"
+        )
+    return excluded
 
 
 def _visible(source: _Source) -> Iterator[str]:
