@@ -2,7 +2,7 @@
 metadata totals, expired users, foreign keys and stream fidelity.
 
 The HTTP-level points (bodies, identities, probing, the embed page) are in
-``tests/integration/chat_api/test_hardening.py``; the SQL guard in ``test_hostile_sql.py``.
+``tests/integration/chat_api/test_http_hardening.py``; the SQL guard in ``test_hostile_sql.py``.
 """
 
 from __future__ import annotations
