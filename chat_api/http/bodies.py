@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from itertools import accumulate
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -20,6 +21,9 @@ MAX_BODY_BYTES = 1024 * 1024
 MAX_DEPTH = 32
 """Deepest nesting of arrays and objects accepted; our bodies need 4."""
 JSON_TYPES = ("application/json",)
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEPS = [1 if b in b"[{" else -1 for b in range(256)]
 _M = TypeVar("_M", bound=BaseModel)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -77,29 +81,16 @@ def check_content_type(header: str | None) -> None:
 
 
 def check_depth(raw: bytes | bytearray) -> None:
-    """Refuses nesting deeper than ``MAX_DEPTH`` before parsing, in one linear pass over the
-    bytes (brackets inside strings are skipped).
+    """Refuses arrays and objects nested deeper than ``MAX_DEPTH``, before parsing: strings are
+    cut out, the brackets left become +1/-1 steps and the deepest running sum is the nesting
+    (all in C loops: about 20 ms for a 1 MiB body).
 
     Raises:
         InvalidRequestError: Naming the limit.
     """
-    depth, in_string, escaped = 0, False, False
-    for byte in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):  # [ {
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise InvalidRequestError(f"body is nested deeper than {MAX_DEPTH} levels")
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    if len(brackets) > MAX_DEPTH and max(accumulate(map(_STEPS.__getitem__, brackets))) > MAX_DEPTH:
+        raise InvalidRequestError(f"body is nested deeper than {MAX_DEPTH} levels")
 
 
 def _finite_float(text: str) -> float:

@@ -182,3 +182,39 @@ def test_a_body_declared_as_anything_but_json_is_415(
     response = httpx.post(_url(server, skeleton), content=body, headers=headers, timeout=60)
     assert response.status_code == 415, response.text
     assert "application/json" in response.json()["error"]
+
+
+IDENTITY_CLASSES = {
+    "both ids": {"externalId": "fz", "internalId": "ann@example.com"},
+    "empty attribute": {"externalId": "fz", "userAttributes": [{"name": "origin", "value": ""}]},
+    "blank attribute": {"externalId": "fz", "userAttributes": [{"name": "origin", "value": " "}]},
+    "number attribute": {"externalId": "fz", "userAttributes": [{"name": "origin", "value": 7}]},
+    "unknown group": {"externalId": "fz", "groups": ["admins"]},
+    "lifetime 10^400": {"externalId": "fz", "ephemeralTtlSeconds": 10**400},
+}
+"""Identities every endpoint refuses with a 400 (issue 12, points 3 to 5)."""
+
+
+@pytest.mark.parametrize(
+    ("name", "endpoint"),
+    [
+        (name, endpoint)
+        for name in sorted(IDENTITY_CLASSES)
+        for endpoint in ("chat", "abort", "session")
+        if not (endpoint == "session" and "ephemeralTtlSeconds" in IDENTITY_CLASSES[name])
+    ],  # generate-session has no ephemeralTtlSeconds
+)
+def test_each_refused_identity_class_is_a_400_on_every_endpoint(
+    server: RunningServer, name: str, endpoint: str
+) -> None:
+    identity = IDENTITY_CLASSES[name]
+    body: dict[str, Any]
+    if endpoint == "session":
+        body, url = identity, server.session_url
+    elif endpoint == "abort":
+        body, url = {"chatId": "unknown", "sessionSettings": identity}, server.abort_url()
+    else:
+        body, url = {"input": "hi", "sessionSettings": identity}, server.chat_url()
+    response = httpx.post(url, content=json.dumps(body), headers=server.headers, timeout=60)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]
