@@ -6,7 +6,7 @@ Rules implemented here (``chat-api-interface.md``, "Endpoints", "Authentication"
 - Authentication is ``Authorization: Api-Key <key>`` on every endpoint, checked against the
   hashed keys of the state database before the path, so a caller without a key learns nothing.
 - The chat user comes from ``sessionSettings``; one rule decides it for chat, abort and
-  generate-session (:func:`chat_api.state.users.identity_key`; both ids at once: 400).
+  generate-session (:func:`chat_api.state.identity.identity_key`; both ids at once: 400).
 - ``input`` longer than ``max_input_chars``: 413 naming the limit (issue 12).
 - A chatId owned by another user is a 404 like an unknown one, checked before "streaming in
   progress", so a running thread of another user cannot be told from a missing one.

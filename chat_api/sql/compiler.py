@@ -32,7 +32,8 @@ from sqlglot import exp
 from chat_api.errors import SemanticSqlError
 from chat_api.semantic.model import Member, SemanticModel
 from chat_api.sql.columns import ColumnType, infer_column_types
-from chat_api.sql.guard import check_executed_sql, check_grouping, parse_query
+from chat_api.sql.executed import check_compiled_sql
+from chat_api.sql.guard import check_grouping, parse_query
 from chat_api.sql.policies import UserContext, resolve_access
 from chat_api.sql.relations import ViewUse, aggregate, build_relation
 
@@ -94,43 +95,6 @@ def compile_semantic_sql(sql: str, *, model: SemanticModel, user: UserContext) -
         members=tuple(compiler.members),
         columns=infer_column_types(tree, compiler.uses),
     )
-
-
-def check_compiled_sql(sql: str, *, model: SemanticModel) -> None:
-    """Check the DuckDB text that will run against the guard's allow-list (parsed again).
-
-    Tables allowed: those the model's cubes read; functions: ``ALLOWED_FUNCTIONS`` and those
-    of the model's own SQL (``chat_api.sql.guard.check_executed_sql``).
-
-    Raises:
-        SemanticSqlError: the executed text holds anything outside the allow-list.
-    """
-    tables, functions = _model_allowances(model)
-    check_executed_sql(sql, tables=tables, functions=functions)
-
-
-_ALLOWANCES: dict[int, tuple[SemanticModel, frozenset[str], frozenset[str]]] = {}
-
-
-def _model_allowances(model: SemanticModel) -> tuple[frozenset[str], frozenset[str]]:
-    """Returns: the physical tables and the function names of the model's rendered SQL."""
-    cached = _ALLOWANCES.get(id(model))
-    if cached is not None and cached[0] is model:
-        return cached[1], cached[2]
-    rendered = model.rendered
-    roots: list[exp.Expr] = [*rendered.sources.values()]
-    roots += [r.expression for r in (*rendered.joins.values(), *rendered.dimensions.values())]
-    for measure in rendered.measures.values():
-        roots += [measure.input.expression] if measure.input else []
-        roots += [measure.formula] if measure.formula is not None else []
-    tables = frozenset(t.name for root in roots for t in root.find_all(exp.Table))
-    functions = frozenset(
-        node.name.upper() if isinstance(node, exp.Anonymous) else node.sql_name()
-        for root in roots
-        for node in root.find_all(exp.Func)
-    )
-    _ALLOWANCES[id(model)] = (model, tables, functions)
-    return tables, functions
 
 
 @dataclass

@@ -26,7 +26,7 @@ from sqlalchemy import delete, insert, select, update
 from chat_api.errors import SessionInvalidError, SessionNotFoundError, SessionUserGoneError
 from chat_api.state import tables
 from chat_api.state.database import StateDatabase, key_digest
-from chat_api.state.users import live_user
+from chat_api.state.identity import live_user
 from models.chat import UserIdentity
 
 logger = logging.getLogger(__name__)

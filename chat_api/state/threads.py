@@ -34,7 +34,8 @@ from chat_api.errors import ThreadNotFoundError
 from chat_api.planner.specs import PlanState
 from chat_api.state import tables
 from chat_api.state.database import StateDatabase
-from chat_api.state.users import ChatUser, live_user
+from chat_api.state.identity import live_user
+from chat_api.state.users import ChatUser
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ Rules (``chat-api-interface.md``, "What the service does", "Session settings", "
 - An ``internalId`` must name an internal user created beforehand (``chatscribe api users add``
   or ``CHATSCRIBE_INTERNAL_USERS``); that user's own groups and attributes apply. The wire model
   already refuses ``userAttributes``/``groups``/``securityContext`` next to ``internalId``.
-- One rule names the user of a request (:func:`identity_key`): ``externalId`` together with
-  ``internalId`` is a 400 for chat, abort and generate-session alike.
+- One rule names the user of a request (:func:`chat_api.state.identity.identity_key`):
+  ``externalId`` together with ``internalId`` is a 400 for chat, abort and generate-session.
 - Attribute values are non-empty strings; groups must be declared
   (``CHATSCRIBE_USER_GROUPS``); both are 400s (field notes: unknown attribute or group names
   are errors; issue 12: an empty value never widens access).
@@ -34,28 +34,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    Connection,
-    RowMapping,
-    delete,
-    func,
-    insert,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import Connection, RowMapping, delete, func, insert, select, update
 
-from chat_api.errors import (
-    InvalidRequestError,
-    UndeclaredAttributeError,
-    UndeclaredGroupError,
-    UnknownInternalUserError,
-    UserLimitError,
-)
+from chat_api.errors import InvalidRequestError, UnknownInternalUserError, UserLimitError
 from chat_api.sql.policies import UserContext
 from chat_api.state import tables
 from chat_api.state.database import StateDatabase
+from chat_api.state.identity import (
+    check_attribute_values,
+    check_declared,
+    check_groups,
+    identity_key,
+)
 from models.chat import SessionSettings, UserIdentity
 
 logger = logging.getLogger(__name__)
@@ -90,63 +80,6 @@ class ChatUser:
 def attribute_text(value: object) -> str:
     """Attribute values are text (requests with other values are refused before)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def live_user(now: float) -> ColumnElement[bool]:
-    """Returns: the condition that a ``users`` row is alive at ``now`` (persisted, or an
-    ephemeral user before its ``expires_at_s``); expired means gone everywhere (issue 12)."""
-    users = tables.users
-    return or_(users.c.expires_at_s.is_(None), users.c.expires_at_s > now)
-
-
-def check_declared(names: Iterable[str], declared: frozenset[str]) -> None:
-    """Raises: UndeclaredAttributeError when a name of ``names`` is not in ``declared``."""
-    unknown = sorted(set(names) - declared)
-    if unknown:
-        raise UndeclaredAttributeError(unknown, declared=sorted(declared))
-
-
-def check_groups(groups: Iterable[str], declared: frozenset[str]) -> None:
-    """Raises: UndeclaredGroupError when a group is not declared (field notes, "Generate
-    session": unknown attribute or group names are errors)."""
-    unknown = sorted(set(groups) - declared)
-    if unknown:
-        raise UndeclaredGroupError(unknown, declared=sorted(declared))
-
-
-def check_attribute_values(attributes: Mapping[str, object]) -> None:
-    """Attribute values are non-empty strings: a number or boolean is not silently turned into
-    text, and an empty value never widens access (issue 12).
-
-    Raises:
-        InvalidRequestError: Naming ``userAttributes.<name>``.
-    """
-    for name, value in attributes.items():
-        if not isinstance(value, str):
-            raise InvalidRequestError(
-                f"userAttributes.{name}: the value must be a string, not {type(value).__name__}"
-            )
-        if not value.strip():
-            raise InvalidRequestError(
-                f"userAttributes.{name}: the value is empty; omit the attribute instead"
-            )
-
-
-def identity_key(identity: UserIdentity) -> str:
-    """The one rule deciding who a request acts as, for chat, abort and generate-session.
-
-    Returns:
-        ``"external:<id>"`` or ``"internal:<email>"`` (``ChatUser.key``).
-
-    Raises:
-        InvalidRequestError: Both ``externalId`` and ``internalId`` are given (issue 12: they
-            would name two users, one for chat and another for abort).
-    """
-    if identity.external_id is not None and identity.internal_id is not None:
-        raise InvalidRequestError("sessionSettings: give either externalId or internalId, not both")
-    if identity.internal_id is not None:
-        return f"internal:{identity.internal_id}"
-    return f"external:{identity.external_id}"
 
 
 class UserDirectory:
@@ -212,7 +145,7 @@ class UserDirectory:
         """Checks an identity without touching the database.
 
         Returns:
-            Its owner key (:func:`identity_key`).
+            Its owner key (:func:`chat_api.state.identity.identity_key`).
 
         Raises:
             InvalidRequestError: Two ids, a non-string or empty attribute value, or an

@@ -28,7 +28,8 @@ from chat_api.planner.planner import Plan, plan_question
 from chat_api.planner.vocabulary import load_vocabulary
 from chat_api.semantic.model import SemanticModel, load_model
 from chat_api.sql import compiler
-from chat_api.sql.compiler import check_compiled_sql, compile_semantic_sql
+from chat_api.sql.compiler import compile_semantic_sql
+from chat_api.sql.executed import check_compiled_sql
 from chat_api.sql.policies import UserContext
 from chat_api.sql.sql_tool import sql_tool_result
 from chat_api.sql.warehouse import Warehouse
