@@ -11,7 +11,8 @@ interface does not list")::
     thinking deltas            development mode only, then the complete thinking message
     svcMeta  (input, result)   metadata search; graphPath [agent, "tools"]
     svcSqlApi (input, result)  only when the question was planned; a failure is a tool error
-    content deltas             the answer in chunks, isInProcess true
+    content deltas             the answer in chunks, isInProcess true, then the same id once
+                               more with the whole answer, isDelta false, isInProcess false
     final answer               graphPath ["final"], isDelta false, isInProcess false
     __state__                  state {chatId, isStreaming: false, messages}
     __usage__                  last: llmCalls 0, tokens 0, sqlQueries
@@ -264,8 +265,11 @@ class Turn:
 
     def _answer(self, answer: str) -> Iterator[Line]:
         delta_id = str(uuid.uuid4())
-        for chunk in answer_chunks(answer):
+        chunks = answer_chunks(answer)
+        for chunk in chunks:
             yield self._agent_line(delta_id, content=chunk, isDelta=True, isInProcess=True)
+        if chunks:  # the deltas' message ends complete, as thinking does (field notes)
+            yield self._agent_line(delta_id, content=answer, isDelta=False, isInProcess=False)
         self.answer = answer
         yield self._line(
             self._final_id,

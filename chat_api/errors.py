@@ -12,16 +12,20 @@ a result whose JSON has an ``error`` property) with one ``except`` clause::
      └── RequestError            the server refuses an HTTP request: status_code, message
           ├── InvalidRequestError   400: body or parameters invalid
           │    ├── UndeclaredAttributeError   userAttributes name not declared (names)
+          │    ├── UndeclaredGroupError       groups name not declared (names)
           │    ├── UnknownInternalUserError   internalId names no internal user (email)
           │    └── UnknownBranchError   activeBranchName names no branch (branch, known)
           ├── UnauthorizedError     401: API key missing or wrong
           ├── BodyTooLargeError     413: body over the size limit (max_bytes)
+          │    └── InputTooLargeError   413: chat ``input`` over its limit (max_chars)
+          ├── UnsupportedMediaTypeError  415: a body declared as something else than JSON
           ├── ThreadOwnerError      403: another user owns the thread (chat_id)
           ├── UserLimitError        403: the account's external user limit is reached (limit)
           ├── SessionInvalidError   403: embed session unknown, expired, used or revoked (reason)
           ├── NotFoundError         404: agent, tenant or thread unknown
           │    ├── ThreadNotFoundError   (chat_id)
-          │    └── SessionNotFoundError  revoke of an unknown embed session
+          │    ├── SessionNotFoundError  revoke of an unknown embed session
+          │    └── SessionUserGoneError  an embed session whose user expired (issue 12)
           └── ThreadBusyError       409: the thread already has a running turn (chat_id)
 
 The HTTP layer answers a ``RequestError`` with its status and ``{"error", "status"}``; the others
@@ -190,6 +194,35 @@ class BodyTooLargeError(RequestError):
         super().__init__(f"request body larger than {max_bytes} bytes")
 
 
+class InputTooLargeError(BodyTooLargeError):
+    """413: the chat ``input`` is longer than ``CHATSCRIBE_MAX_INPUT_CHARS`` (issue 12: a huge
+    question made a reply 29 times its size and held the workers).
+
+    Attributes:
+        max_chars: The longest ``input`` accepted, in characters.
+    """
+
+    def __init__(self, length: int, max_chars: int) -> None:
+        self.max_chars = max_chars
+        RequestError.__init__(
+            self, f"input: {length} characters, longer than the limit of {max_chars} characters"
+        )
+
+
+class UnsupportedMediaTypeError(RequestError):
+    """415: the request declares a body type other than JSON.
+
+    Attributes:
+        content_type: The ``Content-Type`` sent.
+    """
+
+    status_code = 415
+
+    def __init__(self, content_type: str) -> None:
+        self.content_type = content_type
+        super().__init__(f"Content-Type {content_type!r} is not supported: send application/json")
+
+
 class UnknownBranchError(InvalidRequestError):
     """400: ``activeBranchName`` names no branch of the data model (interface, "1. Chat").
 
@@ -222,6 +255,24 @@ class UndeclaredAttributeError(InvalidRequestError):
         super().__init__(
             f"userAttributes: not declared for this account: {', '.join(names)} "
             f"(declared: {listed})"
+        )
+
+
+class UndeclaredGroupError(InvalidRequestError):
+    """400: a ``groups`` name is not declared for the account (field notes, "Generate session":
+    unknown attribute or group names are errors).
+
+    Attributes:
+        names: The undeclared names, sorted.
+        declared: The names the account declares (``CHATSCRIBE_USER_GROUPS``), sorted.
+    """
+
+    def __init__(self, names: list[str], *, declared: list[str]) -> None:
+        self.names = names
+        self.declared = declared
+        listed = ", ".join(declared) or "none"
+        super().__init__(
+            f"groups: not declared for this account: {', '.join(names)} (declared: {listed})"
         )
 
 
@@ -279,3 +330,11 @@ class SessionNotFoundError(NotFoundError):
 
     def __init__(self) -> None:
         super().__init__("embed session not found")
+
+
+class SessionUserGoneError(NotFoundError):
+    """404: the embed session's user no longer exists: an ephemeral user past its lifetime is
+    gone everywhere, with its threads and sessions (interface, "What the service does")."""
+
+    def __init__(self) -> None:
+        super().__init__("embed session's user not found: the user expired")

@@ -7,7 +7,11 @@ or a test) and passed to :func:`chat_api.http.app.create_app`; nothing deeper re
 Environment variables (prefix ``CHATSCRIBE_``):
 
 ====================================  =========================================================
-``CHATSCRIBE_API_KEYS``               comma-separated API keys (default ``demo-key``)
+``CHATSCRIBE_API_KEYS``               comma-separated API keys, exactly the set granted at each
+                                      start (default ``demo-key``; keys added with ``chatscribe
+                                      api keys add`` stay until revoked)
+``CHATSCRIBE_MAX_INPUT_CHARS``        longest chat ``input`` in characters (default 4000);
+                                      longer is a 413 naming the limit
 ``CHATSCRIBE_CLOUD_REGION``           ``{cloudRegion}`` path segment served (default ``local``)
 ``CHATSCRIBE_ACCOUNT_NAME``           ``{accountName}`` path segment served (default ``demo``)
 ``CHATSCRIBE_AGENT_ID``               ``{agentId}`` path segment served (default ``1``)
@@ -20,6 +24,8 @@ Environment variables (prefix ``CHATSCRIBE_``):
                                       ``$XDG_STATE_HOME/chatscribe/chat-api.sqlite3``)
 ``CHATSCRIBE_USER_ATTRIBUTES``        comma-separated user attribute names the account
                                       declares (default ``origin``)
+``CHATSCRIBE_USER_GROUPS``            comma-separated group names the account declares
+                                      (default none); other ``groups`` are a 400
 ``CHATSCRIBE_INTERNAL_USERS``         JSON list of internal users created at start:
                                       ``[{"email", "groups": [...], "attributes": {...}}]``
 ``CHATSCRIBE_MAX_EXTERNAL_USERS``     external users per account (default 10000)
@@ -53,6 +59,9 @@ DEFAULT_ROW_LIMIT = 100
 DEFAULT_USER_ATTRIBUTES = ("origin",)
 """Attributes the demo account declares: ``origin`` drives the flights access policy."""
 DEFAULT_ABORT_WINDOW_S = 3600.0
+DEFAULT_MAX_INPUT_CHARS = 4000
+"""Longest chat ``input``: a long question is a few hundred characters; 4000 keeps a reply
+(which repeats the question a few times) under about 64 KiB (issue 12, "Amplification")."""
 STATE_FILE_NAME = "chat-api.sqlite3"
 
 
@@ -92,7 +101,9 @@ class ChatApiSettings(BaseSettings):
         line_delay_ms: Milliseconds to wait between two stream lines (0: none).
         row_limit: Most rows put in a SQL tool result's ``data``.
         api_database_url: SQLAlchemy URL of the state database (users, threads, sessions).
+        max_input_chars: Longest chat ``input`` accepted, in characters (413 beyond).
         user_attributes: Declared user attribute names; others are refused (400).
+        user_groups: Declared group names; others are refused (400, field notes).
         internal_users: Internal users created (or updated) at start-up.
         max_external_users: Most live external users of the account (interface, "Limits").
         ephemeral_ttl_s: Lifetime of an ephemeral user without ``ephemeralTtlSeconds``.
@@ -113,7 +124,9 @@ class ChatApiSettings(BaseSettings):
     line_delay_ms: int = Field(default=0, ge=0)
     row_limit: int = Field(default=DEFAULT_ROW_LIMIT, ge=1)
     api_database_url: str = Field(default_factory=default_state_url, min_length=1)
+    max_input_chars: int = Field(default=DEFAULT_MAX_INPUT_CHARS, ge=1)
     user_attributes: Annotated[tuple[str, ...], NoDecode] = DEFAULT_USER_ATTRIBUTES
+    user_groups: Annotated[tuple[str, ...], NoDecode] = ()
     internal_users: tuple[InternalUser, ...] = ()
     max_external_users: int = Field(default=DEFAULT_MAX_EXTERNAL_USERS, ge=0)
     ephemeral_ttl_s: float = Field(default=DEFAULT_EPHEMERAL_TTL_S, gt=0)
@@ -132,7 +145,7 @@ class ChatApiSettings(BaseSettings):
                 raise ValueError("CHATSCRIBE_API_KEYS holds no key")
         return value
 
-    @field_validator("user_attributes", mode="before")
+    @field_validator("user_attributes", "user_groups", mode="before")
     @classmethod
     def _split_names(cls, value: Any) -> Any:
         """``"origin, dest"`` from the environment becomes ``("origin", "dest")``."""

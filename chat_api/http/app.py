@@ -23,6 +23,9 @@ Choices where the interface is silent:
   the interface lists 403 for abort only, where it is used.
 - An abort without ``sessionSettings`` is authorised by the API key alone.
 - A chat request without ``input`` and without ``chatId`` is a 400 (there is no state to show).
+- A body declared as anything but JSON is a 415; a body nested deeper than 32 levels, or with
+  a number Python cannot read, is a 400 naming the problem; an ``input`` longer than
+  ``CHATSCRIBE_MAX_INPUT_CHARS`` is a 413 naming the limit (issue 12).
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ message text can become markup. The page sets ``data-status`` on ``<body>``: ``r
 every chart is drawn, ``chart-error`` when one failed, ``refused`` on an error page.
 
 A refused session (unknown, expired, used, revoked) is a 403 page; a chatId the session's user
-does not own is a 404 page, as for chat. Hosted pages exchange the session for a 24-hour token
+does not own, or a session whose user expired (an expired ephemeral user is gone everywhere),
+is a 404 page, as for chat. Hosted pages exchange the session for a 24-hour token
 so they can reload; this page is rendered whole by the server and needs no token.
 """
 

@@ -3,7 +3,8 @@
 Request and response bodies are the pydantic models of :mod:`models.chat` (JSON Schema 2020-12,
 which OpenAPI 3.1 uses as is); the statuses are those of ``chat-api-interface.md``, "Errors",
 plus what this service adds (403 for the external user limit, 409 for a thread that is
-streaming, 413 for a body over 1 MiB). The chat response is NDJSON served as
+streaming, 413 for a body over 1 MiB or an ``input`` over its limit, 415 for a body that is
+not JSON). The chat response is NDJSON served as
 ``application/json`` (field notes): its schema describes one line. Served at
 ``GET /openapi.json``; ``tests/integration/chat_api/test_openapi.py`` fuzzes the service
 against it with schemathesis.
@@ -18,6 +19,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from chat_api.http.service import REVOKE_SESSION_PATH, RevokeSessionRequest
 from chat_api.settings import ChatApiSettings
+from chat_api.state.users import MAX_EPHEMERAL_TTL_S
 from models import wire
 from models.chat import (
     AbortRequest,
@@ -47,7 +49,8 @@ _MEANINGS = {
     "403": "Not allowed (another user's thread, or the external user limit)",
     "404": "Agent, account, chat thread or session not found",
     "409": "Streaming for thread is in progress",
-    "413": "Body larger than 1 MiB",
+    "413": "Body larger than 1 MiB, or input longer than CHATSCRIBE_MAX_INPUT_CHARS",
+    "415": "A body declared as something else than application/json",
 }
 
 
@@ -63,7 +66,7 @@ def openapi_document(settings: ChatApiSettings) -> dict[str, Any]:
     pairs += [(GenerateSessionResponse, "serialization"), (StreamMessage, "serialization")]
     _, top = models_json_schema(pairs, ref_template=_REF)
     schemas = {**top.get("$defs", {}), "Error": _ERROR}
-    _identity_rules(schemas, declared_attributes=settings.user_attributes)
+    _identity_rules(schemas, settings)
     chat_path = wire.CHAT_PATH_TEMPLATE.format(
         cloud_region="{cloudRegion}", account_name="{accountName}", agent_id="{agentId}"
     )
@@ -107,10 +110,12 @@ def openapi_document(settings: ChatApiSettings) -> dict[str, Any]:
     }
 
 
-def _identity_rules(schemas: dict[str, Any], *, declared_attributes: tuple[str, ...]) -> None:
-    """Writes the identity rules the models check in code into the schemas (interface,
-    "Session settings"): the forms of externalId and email, either externalId or internalId,
-    nothing but the id with internalId, and only declared attribute names."""
+def _identity_rules(schemas: dict[str, Any], settings: ChatApiSettings) -> None:
+    """Writes the identity rules the server checks in code into the schemas (interface,
+    "Session settings"; issue 12): the forms of externalId and email, exactly one of externalId
+    and internalId, nothing but the id with internalId, only declared attribute and group
+    names, attribute values non-empty strings, a bounded lifetime and a bounded ``input``."""
+    declared_attributes = settings.user_attributes
     for name in ("SessionSettings", "GenerateSessionRequest"):
         properties = schemas[name]["properties"]
         properties["externalId"] = {"type": "string", "minLength": 1, "pattern": EXTERNAL_ID}
@@ -122,10 +127,18 @@ def _identity_rules(schemas: dict[str, Any], *, declared_attributes: tuple[str, 
         schemas[name]["anyOf"] = [external, internal]
         attributes = properties["userAttributes"]["anyOf"][0]
         attributes["maxItems"] = len(declared_attributes)  # names are unique (field notes)
+        groups: dict[str, Any] = {"type": "array", "maxItems": 0}  # none declared
+        if settings.user_groups:
+            group = {"type": "string", "enum": list(settings.user_groups)}
+            groups = {"type": "array", "items": group, "uniqueItems": True}
+        properties["groups"] = groups
+    ttl = schemas["SessionSettings"]["properties"]["ephemeralTtlSeconds"]
+    ttl["anyOf"][0]["maximum"] = MAX_EPHEMERAL_TTL_S
     attribute = schemas["UserAttribute"]["properties"]
     attribute["name"] = {"type": "string", "enum": list(declared_attributes)}
+    attribute["value"] = {"type": "string", "pattern": r"\S"}
     chat = schemas["ChatRequest"]
-    chat["properties"]["input"] = {"type": "string"}
+    chat["properties"]["input"] = {"type": "string", "maxLength": settings.max_input_chars}
     chat["properties"]["chatId"] = {"type": "string", "minLength": 1}
     chat["anyOf"] = [{"required": ["input"]}, {"required": ["chatId"]}]
 
@@ -185,7 +198,7 @@ def _responses(ok: dict[str, Any], errors: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for status, value in ok.items():
         found[status] = value if isinstance(value, dict) else {"description": value}
-    for status in ["400", "401", *errors.split(), "413"]:
+    for status in ["400", "401", *errors.split(), "413", "415"]:
         found[status] = {
             "description": _MEANINGS[status],
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},

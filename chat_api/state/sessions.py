@@ -9,6 +9,8 @@ those rules:
 - :meth:`SessionStore.redeem` (the embed page) succeeds once, before ``expires_at_s``, unless
   revoked; the check and the marking are one conditional ``UPDATE``, so two concurrent loads
   of the same session cannot both succeed.
+- A session whose user is gone (an ephemeral user past its lifetime, purged or not) opens
+  nothing: :class:`~chat_api.errors.SessionUserGoneError` (404), as its threads are gone too.
 - :meth:`SessionStore.revoke` voids a session (``POST /api/v1/embed/session/revoke``).
 """
 
@@ -21,9 +23,10 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 
-from chat_api.errors import SessionInvalidError, SessionNotFoundError
+from chat_api.errors import SessionInvalidError, SessionNotFoundError, SessionUserGoneError
 from chat_api.state import tables
 from chat_api.state.database import StateDatabase, key_digest
+from chat_api.state.identity import live_user
 from models.chat import UserIdentity
 
 logger = logging.getLogger(__name__)
@@ -107,11 +110,16 @@ class SessionStore:
 
         Raises:
             SessionInvalidError: Unknown, expired, already used or revoked (403).
+            SessionUserGoneError: The session's user no longer exists (404).
         """
         now = self._state.clock()
         sessions = tables.embed_sessions
         digest = key_digest(session_id)
         mine = (sessions.c.session_sha256 == digest) & (sessions.c.account == self._state.account)
+        users = tables.users
+        live = select(users.c.id).where(users.c.account == self._state.account, live_user(now))
+        user_key = users.c.kind + ":" + users.c.user_id
+        alive = live.where(user_key == sessions.c.user_key).exists()
         with self._state.engine.begin() as conn:
             used = conn.execute(
                 update(sessions)
@@ -120,14 +128,21 @@ class SessionStore:
                     sessions.c.used_at_s.is_(None),
                     sessions.c.revoked_at_s.is_(None),
                     sessions.c.expires_at_s > now,
+                    alive,
                 )
                 .values(used_at_s=now)
             ).rowcount
             row = conn.execute(select(sessions).where(mine)).mappings().first()
+            user_alive = row is not None and (
+                conn.execute(live.where(user_key == row["user_key"])).first() is not None
+            )
         if row is None:
             raise SessionInvalidError("unknown")
         if used != 1:
-            raise SessionInvalidError(_why_void(row, now))
+            reason = _why_void(row, now)
+            if reason == "unknown" and not user_alive:
+                raise SessionUserGoneError()
+            raise SessionInvalidError(reason)
         self.redeemed += 1
         return EmbedSession("", row["user_key"], dict(row["identity"]), row["expires_at_s"])
 

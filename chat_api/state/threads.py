@@ -22,16 +22,19 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
 
 from chat_api.errors import ThreadNotFoundError
 from chat_api.planner.specs import PlanState
 from chat_api.state import tables
 from chat_api.state.database import StateDatabase
+from chat_api.state.identity import live_user
 from chat_api.state.users import ChatUser
 
 logger = logging.getLogger(__name__)
@@ -117,11 +120,15 @@ class ThreadStore:
         return thread
 
     def get(self, chat_id: str) -> Thread | None:
-        """Returns: the thread ``chat_id`` of this account, whoever owns it, or None."""
-        t = tables.threads
+        """Returns: the thread ``chat_id`` of this account, whoever owns it, or None (also when
+        its owner is an ephemeral user past its lifetime, not purged yet)."""
+        t, users = tables.threads, tables.users
         turns = select(func.count()).where(tables.turns.c.chat_id == t.c.chat_id)
-        query = select(t, turns.scalar_subquery().label("turns")).where(
-            t.c.chat_id == chat_id, t.c.account == self._state.account
+        query = (
+            select(t, turns.scalar_subquery().label("turns"))
+            .join(users, users.c.id == t.c.user_row)
+            .where(t.c.chat_id == chat_id, t.c.account == self._state.account)
+            .where(live_user(self._state.clock()))
         )
         with self._state.engine.connect() as conn:
             row = conn.execute(query).mappings().first()
@@ -157,7 +164,8 @@ class ThreadStore:
             The turn number (1 for the first turn of the thread).
         """
         now = self._state.clock()
-        with self._state.engine.begin() as conn:
+        with _thread_kept(thread.chat_id), self._state.engine.begin() as conn:
+            _require_thread(conn, thread.chat_id)
             turn_no = _next_turn_no(conn, thread.chat_id)
             conn.execute(
                 insert(tables.turns).values(
@@ -195,7 +203,8 @@ class ThreadStore:
         values: dict[str, Any] = {"updated_at_s": now, "last_turn_ended_at_s": now}
         if spec is not None:
             values["follow_up"] = spec
-        with self._state.engine.begin() as conn:
+        with _thread_kept(thread.chat_id), self._state.engine.begin() as conn:
+            _require_thread(conn, thread.chat_id)
             _insert_messages(conn, thread.chat_id, turn_no, messages)
             conn.execute(
                 update(tables.turns)
@@ -249,6 +258,23 @@ class ThreadStore:
         query = select(t.c.status).where(t.c.chat_id == chat_id).order_by(t.c.turn_no)
         with self._state.engine.connect() as conn:
             return list(conn.execute(query).scalars())
+
+
+def _require_thread(conn: Connection, chat_id: str) -> None:
+    """Raises: ThreadNotFoundError when the thread was removed (its user expired mid-turn)."""
+    found = select(tables.threads.c.chat_id).where(tables.threads.c.chat_id == chat_id)
+    if conn.execute(found).first() is None:
+        raise ThreadNotFoundError(chat_id)
+
+
+@contextmanager
+def _thread_kept(chat_id: str) -> Iterator[None]:
+    """A foreign key refused a row: the thread went while the transaction ran (404)."""
+    try:
+        yield
+    except IntegrityError as exc:
+        logger.info("thread gone during a write chat_id=%s error=%s", chat_id, exc.orig)
+        raise ThreadNotFoundError(chat_id) from exc
 
 
 def _next_turn_no(conn: Connection, chat_id: str) -> int:

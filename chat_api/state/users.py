@@ -12,6 +12,11 @@ Rules (``chat-api-interface.md``, "What the service does", "Session settings", "
 - An ``internalId`` must name an internal user created beforehand (``chatscribe api users add``
   or ``CHATSCRIBE_INTERNAL_USERS``); that user's own groups and attributes apply. The wire model
   already refuses ``userAttributes``/``groups``/``securityContext`` next to ``internalId``.
+- One rule names the user of a request (:func:`chat_api.state.identity.identity_key`):
+  ``externalId`` together with ``internalId`` is a 400 for chat, abort and generate-session.
+- Attribute values are non-empty strings; groups must be declared
+  (``CHATSCRIBE_USER_GROUPS``); both are 400s (field notes: unknown attribute or group names
+  are errors; issue 12: an empty value never widens access).
 - Every ``userAttributes`` name must be declared for the account first (``CHATSCRIBE_USER_
   ATTRIBUTES``); an undeclared name is a 400, as the hosted admin panel requires ("Each
   attribute must first be configured in the admin panel").
@@ -31,10 +36,16 @@ from typing import Any
 
 from sqlalchemy import Connection, RowMapping, delete, func, insert, select, update
 
-from chat_api.errors import UndeclaredAttributeError, UnknownInternalUserError, UserLimitError
+from chat_api.errors import InvalidRequestError, UnknownInternalUserError, UserLimitError
 from chat_api.sql.policies import UserContext
 from chat_api.state import tables
 from chat_api.state.database import StateDatabase
+from chat_api.state.identity import (
+    check_attribute_values,
+    check_declared,
+    check_groups,
+    identity_key,
+)
 from models.chat import SessionSettings, UserIdentity
 
 logger = logging.getLogger(__name__)
@@ -43,6 +54,8 @@ DEFAULT_EPHEMERAL_TTL_S = 7 * 24 * 3600
 """Lifetime of an ephemeral user: one week (interface, "Limits")."""
 DEFAULT_MAX_EXTERNAL_USERS = 10_000
 """External users per account (interface, "Limits")."""
+MAX_EPHEMERAL_TTL_S = 10 * 366 * 24 * 3600
+"""Longest ``ephemeralTtlSeconds`` accepted: ten years."""
 
 
 @dataclass(frozen=True)
@@ -65,15 +78,8 @@ class ChatUser:
 
 
 def attribute_text(value: object) -> str:
-    """Attribute values are compared as text: ``True`` -> ``"true"``, ``3`` -> ``"3"``."""
+    """Attribute values are text (requests with other values are refused before)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def check_declared(names: Iterable[str], declared: frozenset[str]) -> None:
-    """Raises: UndeclaredAttributeError when a name of ``names`` is not in ``declared``."""
-    unknown = sorted(set(names) - declared)
-    if unknown:
-        raise UndeclaredAttributeError(unknown, declared=sorted(declared))
 
 
 class UserDirectory:
@@ -82,6 +88,7 @@ class UserDirectory:
     Args:
         state: The state database (its ``account`` and ``clock``).
         declared_attributes: User attribute names the account accepts.
+        declared_groups: Group names the account accepts (others are a 400).
         max_external_users: Most live external users of the account.
         default_ttl_s: Lifetime of an ephemeral user without ``ephemeralTtlSeconds``.
     """
@@ -91,11 +98,13 @@ class UserDirectory:
         state: StateDatabase,
         *,
         declared_attributes: Iterable[str],
+        declared_groups: Iterable[str] | None = None,
         max_external_users: int = DEFAULT_MAX_EXTERNAL_USERS,
         default_ttl_s: float = DEFAULT_EPHEMERAL_TTL_S,
     ) -> None:
         self._state = state
         self.declared_attributes = frozenset(declared_attributes)
+        self.declared_groups = frozenset(declared_groups or ())
         self.max_external_users = max_external_users
         self.default_ttl_s = default_ttl_s
         self._lock = threading.Lock()
@@ -118,7 +127,7 @@ class UserDirectory:
             UnknownInternalUserError: ``internalId`` names no internal user (400).
             UserLimitError: Creating the external user would pass the limit (403).
         """
-        check_declared(identity.attributes(), self.declared_attributes)
+        self.check(identity)
         with self._lock, self._state.engine.begin() as conn:
             self._purge(conn)
             if identity.internal_id is not None:
@@ -131,6 +140,25 @@ class UserDirectory:
             if row is None:
                 return self._create_external(conn, identity)
             return self._refresh_external(conn, row, identity)
+
+    def check(self, identity: UserIdentity) -> str:
+        """Checks an identity without touching the database.
+
+        Returns:
+            Its owner key (:func:`chat_api.state.identity.identity_key`).
+
+        Raises:
+            InvalidRequestError: Two ids, a non-string or empty attribute value, or an
+                ``ephemeralTtlSeconds`` over ``MAX_EPHEMERAL_TTL_S``.
+            UndeclaredAttributeError: An attribute name is not declared.
+            UndeclaredGroupError: A group is not declared.
+        """
+        key = identity_key(identity)
+        check_declared(identity.attributes(), self.declared_attributes)
+        check_attribute_values(identity.attributes())
+        check_groups(identity.groups or (), self.declared_groups)
+        _ttl_s(identity)
+        return key
 
     def purge_expired(self) -> int:
         """Removes expired ephemeral users and their threads. Returns: users removed."""
@@ -153,6 +181,8 @@ class UserDirectory:
         UserIdentity(internal_id=email)
         attributes = dict(attributes or {})
         check_declared(attributes, self.declared_attributes)
+        check_attribute_values(attributes)
+        check_groups(groups, self.declared_groups)
         values = {
             "groups": list(groups),
             "attributes": {k: attribute_text(v) for k, v in attributes.items()},
@@ -296,7 +326,14 @@ def _is_ephemeral(identity: UserIdentity) -> bool:
 
 
 def _ttl_s(identity: UserIdentity) -> float | None:
+    """Raises: InvalidRequestError for a lifetime over ``MAX_EPHEMERAL_TTL_S`` (a number
+    such as 10**400 has no float and no meaning as a lifetime)."""
     if isinstance(identity, SessionSettings) and identity.ephemeral_ttl_seconds is not None:
+        if identity.ephemeral_ttl_seconds > MAX_EPHEMERAL_TTL_S:
+            raise InvalidRequestError(
+                f"sessionSettings.ephemeralTtlSeconds: at most {MAX_EPHEMERAL_TTL_S} seconds "
+                "(ten years); use isEphemeral: false to keep a user"
+            )
         return float(identity.ephemeral_ttl_seconds)
     return None
 

@@ -35,7 +35,7 @@ err = Console(stderr=True)
 
 
 def _state(settings: ChatApiSettings) -> StateDatabase:
-    return open_state(settings.api_database_url, account=settings.account_name, api_keys=[])
+    return open_state(settings.api_database_url, account=settings.account_name)
 
 
 def _directory() -> UserDirectory:
@@ -43,6 +43,7 @@ def _directory() -> UserDirectory:
     return UserDirectory(
         _state(settings),
         declared_attributes=settings.user_attributes,
+        declared_groups=settings.user_groups,
         max_external_users=settings.max_external_users,
         default_ttl_s=settings.ephemeral_ttl_s,
     )

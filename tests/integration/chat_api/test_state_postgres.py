@@ -43,7 +43,7 @@ def test_the_stores_work_on_postgresql(pg_state_url: str) -> None:
     assert threads.find(thread.chat_id, owner=alice.key).last_spec == {"v": 1}
     assert [m["content"] for m in threads.history(thread.chat_id)] == ["q", "A"]
     sessions = SessionStore(state)
-    made = sessions.create(GenerateSessionRequest(external_id="bob"), user_key="external:bob")
+    made = sessions.create(GenerateSessionRequest(external_id=long_id), user_key=alice.key)
     sessions.redeem(made.session_id)
     with pytest.raises(SessionInvalidError):
         sessions.redeem(made.session_id)

@@ -125,7 +125,7 @@ def test_final_answer_matches_the_rule_and_the_deltas(toolbox: Toolbox) -> None:
     assert final.graph_path == ("final",)
     assert final.is_delta is False
     assert final.is_in_process is False
-    deltas = [m for m in messages if _kind(m) == "content"]
+    deltas = [m for m in messages if _kind(m) == "content" and m.is_delta]
     assert {m.id for m in deltas} != {final.id}
     assert all(m.is_delta and m.is_in_process for m in deltas)
     assert "".join(m.content or "" for m in deltas) == final.content == turn.answer

@@ -27,7 +27,9 @@ from chat_api.errors import SemanticSqlError
 from chat_api.planner.planner import Plan, plan_question
 from chat_api.planner.vocabulary import load_vocabulary
 from chat_api.semantic.model import SemanticModel, load_model
+from chat_api.sql import compiler
 from chat_api.sql.compiler import compile_semantic_sql
+from chat_api.sql.executed import check_compiled_sql
 from chat_api.sql.policies import UserContext
 from chat_api.sql.sql_tool import sql_tool_result
 from chat_api.sql.warehouse import Warehouse
@@ -167,6 +169,14 @@ HOSTILE: dict[str, list[tuple[str, str]]] = {
         ("SELECT carrier_name, MEASURE(count) FROM flights GROUP BY carrier", "missing_group_by"),
         ("SELECT origin FROM flights, weather", "ambiguous_member"),
     ],
+    "star modifiers (DuckDB syntax the Postgres reader accepts)": [
+        ("SELECT * REPLACE ('LGA' AS origin) FROM flights", "unsupported_syntax"),
+        ("SELECT flights.* REPLACE (1 AS flight_id) FROM flights", "unsupported_syntax"),
+        ("SELECT * RENAME (origin AS o) FROM flights", "unsupported_syntax"),
+        ("SELECT * EXCLUDE (nope) FROM flights", "unknown_member"),
+        ("SELECT * EXCLUDE (tailnum_hidden) FROM flights", "unknown_member"),
+        ("SELECT COLUMNS('o.*') FROM flights", "unsupported_syntax"),
+    ],
 }  # fmt: skip
 """Category -> (query, refusal code)."""
 
@@ -239,6 +249,15 @@ BYPASSES: dict[str, list[tuple[str, str]]] = {
         ("SELECT COUNT(*) /* , (SELECT count(*) FROM main.flights) */ FROM flights",
          "SELECT count(*) FROM {J}"),
         ("SELECT COUNT(*) FILTER (WHERE origin = 'LGA') FROM flights", "SELECT 0"),
+    ],
+    "weather is scoped like flights": [
+        ("SELECT COUNT(*) FROM weather", "SELECT count(*) FROM weather WHERE origin = 'JFK'"),
+        ("SELECT DISTINCT origin FROM weather", "SELECT 'JFK'"),
+        ("SELECT MEASURE(avg_wind_speed) FROM weather WHERE origin = 'LGA'", "SELECT NULL"),
+        ("SELECT COUNT(*) FROM weather AS w JOIN flights AS f ON w.origin = f.origin "
+         "WHERE w.origin <> 'JFK'", "SELECT 0"),
+        ("SELECT COUNT(*) FROM (SELECT origin FROM weather UNION ALL SELECT origin FROM flights) "
+         "AS u WHERE origin = 'EWR'", "SELECT 0"),
     ],
 }  # fmt: skip
 """Category -> (query answered for the JFK user, the same over the raw tables; ``{J}`` is the
@@ -316,6 +335,95 @@ def test_row_filter_holds_whatever_the_query_does(
     actual = warehouse.run(compiled, row_limit=1000).rows
     wanted = warehouse.query_raw(expected.format(J=JFK_ROWS))
     assert sorted(map(tuple, actual)) == sorted(map(tuple, wanted))
+
+
+@pytest.mark.parametrize("value", ["", " ", "\t"])
+@pytest.mark.parametrize("view", ["flights", "weather"])
+def test_an_empty_attribute_value_is_denied_not_unrestricted(
+    model: SemanticModel, value: str, view: str
+) -> None:
+    empty = UserContext(attributes={"origin": value})
+    with pytest.raises(SemanticSqlError) as caught:
+        compile_semantic_sql(f"SELECT COUNT(*) FROM {view}", model=model, user=empty)
+    assert caught.value.code == "access_denied"
+
+
+@pytest.mark.parametrize(
+    ("sql", "excluded"),
+    [
+        ("SELECT * EXCLUDE (origin, dest) FROM flights LIMIT 1", {"origin", "dest"}),
+        ("SELECT * EXCLUDE origin FROM weather LIMIT 1", {"origin"}),
+        ("SELECT f.* EXCLUDE (carrier_name) FROM flights AS f LIMIT 1", {"carrier_name"}),
+        ("SELECT * EXCEPT (flight_id) FROM flights LIMIT 1", {"flight_id"}),
+    ],
+)
+def test_star_exclude_is_honoured(
+    model: SemanticModel, warehouse: Warehouse, sql: str, excluded: set[str]
+) -> None:
+    view = model.view(sql.split("FROM ")[1].split()[0])
+    everything = [m.name for m in view.members if m.kind == "dimension" and m.public]
+    compiled = compile_semantic_sql(sql, model=model, user=JFK)
+    names = [name for name, _ in compiled.columns]
+    assert names == [name for name in everything if name not in excluded]
+    assert [c for c, _ in warehouse.run(compiled, row_limit=1).columns] == names
+
+
+def test_the_sql_that_runs_is_validated_again_after_transpiling(
+    model: SemanticModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the compiler emits (here a relation it never should), the text sent to DuckDB
+    is parsed again and checked against the allow-list."""
+    real = compiler.build_relation
+
+    def leaky(model: SemanticModel, use: Any) -> sqlglot.exp.Subquery:
+        relation = real(model, use)
+        source = relation.this.args["from_"].this
+        source.replace(sqlglot.parse_one("read_csv('/etc/passwd')", read="duckdb"))
+        return relation
+
+    monkeypatch.setattr(compiler, "build_relation", leaky)
+    with pytest.raises(SemanticSqlError) as caught:
+        compile_semantic_sql("SELECT COUNT(*) FROM flights", model=model, user=JFK)
+    assert caught.value.code == "forbidden_function"
+    assert "executed" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("executed", "code"),
+    [
+        ("SELECT * FROM read_csv('/etc/passwd')", "forbidden_function"),
+        ("SELECT * FROM main.secrets", "unknown_view"),
+        ("SELECT * FROM other.main.flights", "unknown_view"),
+        ("SELECT getenv('HOME')", "forbidden_function"),
+        ("SELECT 1; SELECT 2", "multiple_statements"),
+        ("COPY flights TO '/tmp/x.csv'", "not_select"),
+        ("SELECT * FROM flights, LATERAL (SELECT 1) AS l", "unsupported_syntax"),
+        ("WITH t AS (SELECT * FROM secrets) SELECT * FROM t", "unknown_view"),
+    ],
+)
+def test_the_executed_text_check_refuses_what_the_compiler_never_emits(
+    model: SemanticModel, executed: str, code: str
+) -> None:
+    with pytest.raises(SemanticSqlError) as caught:
+        check_compiled_sql(executed, model=model)
+    assert caught.value.code == code
+
+
+def test_every_bypass_and_planned_query_passes_the_executed_text_check(
+    model: SemanticModel, toolbox: Toolbox
+) -> None:
+    queries = [sql for cases in BYPASSES.values() for sql, _ in cases]
+    for question in (
+        "How many flights were there in March?",
+        "Average arrival delay by carrier",
+        "Average wind speed at LGA",
+        "How many planes were built by Boeing?",
+    ):
+        planned = plan_question(question, vocabulary=toolbox.vocabulary)
+        assert isinstance(planned, Plan), question
+        queries.append(planned.semantic_sql)
+    for sql in queries:
+        check_compiled_sql(compile_semantic_sql(sql, model=model, user=JFK).sql, model=model)
 
 
 FRAGMENTS = (

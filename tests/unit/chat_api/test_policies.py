@@ -86,10 +86,15 @@ def test_users_without_the_origin_attribute_see_all_rows(
         assert access.allowed and access.row_filter is None
 
 
-def test_views_without_flights_are_not_filtered_for_an_origin_user(
+def test_reference_views_are_not_filtered_for_an_origin_user_but_weather_is(
     model: SemanticModel, jfk_user: UserContext
 ) -> None:
-    assert resolve_access(model, "weather", jfk_user).row_filter is None
+    """Issue 12: weather rows belong to an origin airport, so they are scoped like flights;
+    planes, airlines and airports are shared reference data."""
+    for view in ("planes", "airlines", "airports"):
+        assert resolve_access(model, view, jfk_user).row_filter is None
+    weather = resolve_access(model, "weather", jfk_user).row_filter
+    assert weather is not None and weather.sql() == "\"weather\".origin = 'JFK'"
 
 
 def test_attribute_values_become_literals_not_sql(model: SemanticModel) -> None:

@@ -63,11 +63,12 @@ def _threads(state: StateDatabase) -> ThreadStore:
     return ThreadStore(state, token=lambda: f"t{next(counter)}")
 
 
-def test_keys_are_stored_hashed_and_stay_until_revoked(tmp_path: Path) -> None:
+def test_keys_are_stored_hashed_and_cli_keys_stay_until_revoked(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/keys.sqlite3"
     state = open_state(url, account="demo", api_keys=["old", "kept"])
     assert state.account_of_key("old") == "demo"
     assert key_digest("old") != "old"
+    assert add_key(state, "old") is False  # now a cli key: it outlives the variable
     reopened = open_state(url, account="demo", api_keys=["kept"])
     assert reopened.account_of_key("old") == "demo"
     assert revoke_key(reopened, "old") is True
@@ -170,7 +171,7 @@ def test_attributes_must_be_declared(state: StateDatabase) -> None:
 
 
 def test_an_internal_user_must_exist_and_brings_its_own_identity(state: StateDatabase) -> None:
-    users = _users(state)
+    users = UserDirectory(state, declared_attributes={"origin"}, declared_groups={"ops"})
     with pytest.raises(UnknownInternalUserError, match="chatscribe api users add"):
         users.resolve(SessionSettings(internal_id="ann@example.com"))
     users.add_internal("ann@example.com", groups=["ops"], attributes={"origin": "JFK"})
@@ -188,6 +189,7 @@ def test_embed_sessions_are_single_use_expire_and_revoke(
 ) -> None:
     sessions = SessionStore(state, ttl_s=300.0)
     identity = GenerateSessionRequest(external_id="alice")
+    _users(state).resolve(SessionSettings(external_id="alice", is_ephemeral=False))
     first = sessions.create(identity, user_key="external:alice")
     assert sessions.redeem(first.session_id).user_key == "external:alice"
     with pytest.raises(SessionInvalidError, match="already used"):
