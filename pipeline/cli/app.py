@@ -177,7 +177,13 @@ def demo(
     from pipeline.cli.demo import run_demo
 
     outcome = run_demo(Settings(), file, timeout_s=timeout)
-    _print_outcome(outcome, json_output=False, questions=file)
+    try:
+        _print_outcome(outcome, json_output=False, questions=file)
+    finally:
+        err.print(
+            "look at it: [bold]chatscribe console[/], then open"
+            f" http://127.0.0.1:8500/runs/{outcome.run_id}"
+        )
 
 
 @app.command()
