@@ -1,11 +1,12 @@
 """Console pages over a 10,000-job run: server time per page (issue 14: under 300 ms).
 
 A private schema (``bench_console_<hex>``, migrated, dropped afterwards) is filled by ``COPY``
-with one run of ``jobs`` jobs (each with an answer and a SQL query touching one of three views,
-three personas) and, as the baseline measured in the same run, a run of ``baseline_jobs``
-jobs. Each page of :mod:`pipeline.console` is requested in process through
-``httpx.ASGITransport`` (no network, no browser: the server's time to build the page, from
-request to the last byte), ``repeats`` times after one warm-up; the figure is the median.
+with a run of ``baseline_jobs`` jobs and every page timed (the baseline, measured in the same
+run), then a run of ``jobs`` jobs is added and every page timed again (each job has an answer and
+a SQL query touching one of three views; three personas). Each page of
+:mod:`pipeline.console` is requested in process through ``httpx.ASGITransport`` (no network,
+no browser: the server's time to build the page, from request to the last byte), ``repeats``
+times after one warm-up; the figure is the median.
 """
 
 from __future__ import annotations
@@ -126,28 +127,29 @@ def _pages(run_id: str, job_id: str) -> dict[str, str]:
 
 
 def measure(jobs: int = 10_000, baseline_jobs: int = 100, repeats: int = 5) -> PageFigures:
-    """Fills a private schema (module docstring), times each page over both runs."""
+    """Fills a private schema (module docstring) and times each page: first over an archive
+    holding only the baseline run, then again once the big run is added."""
     space = BenchSpace.new("console")
     with psycopg.connect(conninfo(space.settings), autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(space.schema)))
     try:
         upgrade(space.settings)
-        with psycopg.connect(conninfo(space.settings)) as conn:
-            big_id, small_id = f"big-{uuid.uuid4().hex[:6]}", f"small-{uuid.uuid4().hex[:6]}"
-            big_job = _copy_run(conn, space.schema, big_id, jobs)
-            small_job = _copy_run(conn, space.schema, small_id, baseline_jobs)
-            conn.execute(sql.SQL("ANALYZE {}.jobs").format(sql.Identifier(space.schema)))
         app = create_app(space.settings)
-        big = _pages(big_id, big_job)
-        small = _pages(small_id, small_job)
-        timed = asyncio.run(_time_pages(app, [*big.values(), *small.values()], repeats))
-        return PageFigures(
-            big_ms={name: timed[path] for name, path in big.items()},
-            small_ms={name: timed[path] for name, path in small.items()},
-            jobs=jobs,
-            baseline_jobs=baseline_jobs,
-        )
+        small = _fill_and_time(app, space.schema, conninfo(space.settings), baseline_jobs, repeats)
+        big = _fill_and_time(app, space.schema, conninfo(space.settings), jobs, repeats)
+        return PageFigures(big_ms=big, small_ms=small, jobs=jobs, baseline_jobs=baseline_jobs)
     finally:
         with psycopg.connect(conninfo(space.settings), autocommit=True) as conn:
             drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE")
             conn.execute(drop.format(sql.Identifier(space.schema)))
+
+
+def _fill_and_time(app: object, schema: str, dsn: str, jobs: int, repeats: int) -> dict[str, float]:
+    run_id = f"run-{jobs}-{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(dsn) as conn:
+        job_id = _copy_run(conn, schema, run_id, jobs)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("ANALYZE {}.jobs").format(sql.Identifier(schema)))
+    pages = _pages(run_id, job_id)
+    timed = asyncio.run(_time_pages(app, list(pages.values()), repeats))
+    return {name: timed[path] for name, path in pages.items()}

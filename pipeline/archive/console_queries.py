@@ -11,7 +11,8 @@ Everything is read as stored: a question or answer that retention redacted or de
   paging): the page is chosen on ``jobs`` alone (``ix_jobs_run_page``), then only its rows are
   joined to their answers and SQL, so a page costs the same over 100 or 100,000 jobs.
 * :func:`run_facets`: the personas, statuses and views of a run (the filters' choices).
-* :func:`search`: full-text search over questions and answers (migration ``0005``).
+* :func:`search`: full-text search over questions and answers (migration ``0005``), newest
+  first.
 """
 
 from __future__ import annotations
@@ -286,16 +287,21 @@ hits AS (
     SELECT a.job_id FROM "{s}".answers a JOIN "{s}".jobs j
         ON j.job_id = a.job_id AND a.attempt = j.last_attempt, q
     WHERE to_tsvector('english'::regconfig, coalesce(a.content, '')) @@ q.query
+),
+page AS (
+    SELECT j.job_id, j.run_id, j.persona, j.status, j.question, j.last_attempt, j.submitted_at
+    FROM hits h JOIN "{s}".jobs j USING (job_id)
+    ORDER BY j.submitted_at DESC NULLS LAST, j.job_id
+    LIMIT :limit
 )
-SELECT j.job_id, j.run_id, j.persona, j.status,
-       ts_rank(to_tsvector('english'::regconfig, coalesce(j.question, '') || ' '
+SELECT p.job_id, p.run_id, p.persona, p.status,
+       ts_rank(to_tsvector('english'::regconfig, coalesce(p.question, '') || ' '
                || coalesce(a.content, '')), q.query) AS rank,
-       ts_headline('english', coalesce(j.question, ''), q.query, :opts) AS question_marked,
+       ts_headline('english', coalesce(p.question, ''), q.query, :opts) AS question_marked,
        ts_headline('english', coalesce(a.content, ''), q.query, :opts) AS answer_marked
-FROM hits h JOIN "{s}".jobs j USING (job_id)
-LEFT JOIN "{s}".answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt, q
-ORDER BY rank DESC, j.submitted_at DESC NULLS LAST, j.job_id
-LIMIT :limit
+FROM page p
+LEFT JOIN "{s}".answers a ON a.job_id = p.job_id AND a.attempt = p.last_attempt, q
+ORDER BY p.submitted_at DESC NULLS LAST, p.job_id
 """
 _HEADLINE_OPTIONS: Final = "StartSel=\x02, StopSel=\x03, MaxWords=40, MinWords=10, MaxFragments=2"
 
@@ -311,7 +317,10 @@ def search(conn: sa.Connection, *, schema: str, text: str, limit: int = 100) -> 
         limit: At most this many hits, best first.
 
     Returns:
-        The hits, best ranked first; empty for a query without searchable words.
+        The newest ``limit`` hits, newest first (each with its ``ts_rank``); empty for a query
+        without searchable words. Newest first, not best ranked: ranking every match would
+        compute the text vector of each (no index holds it), which over 10,000 matches costs
+        more than the page's budget.
     """
     params = {"text": text, "opts": _HEADLINE_OPTIONS, "limit": limit}
     rows = conn.execute(sa.text(_SEARCH.format(s=schema)), params).all()

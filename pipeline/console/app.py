@@ -26,6 +26,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from models.rendering import format_cell
 from pipeline.archive.console_queries import create_read_only_engine
 from pipeline.console import views
 from pipeline.console.pages import ConsolePages
@@ -56,6 +57,7 @@ def templates() -> Environment:
         sql=views.sql_html,
         markdown=views.answer_html,
         when=_when,
+        cell=format_cell,
     )
     return env
 

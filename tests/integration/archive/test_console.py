@@ -248,7 +248,8 @@ def test_diff_page_shows_regressions_first_with_changed_rows_marked(
     regressed = [q for state, q in cases if "regressed-row" in state]
     assert regressed and set(regressed) == {DELAY}
     assert all("regressed-row" in s for s, _ in cases[: len(regressed)])  # regressions first
-    assert '<tr class="changed">' in page.dom
+    assert '<tr class="row-changed">' in page.dom
+    assert "20.115905511811025" not in page.dom and "20.12" in page.dom  # numbers formatted
     cli = run_cli(stack.env, "diff", run_a.run_id, changed_run.run_id, "--json")
     summary = json.loads(cli.stdout)["summary"]
     assert f"changed {summary['changed']}" in page.dom and f"same {summary['same']}" in page.dom
