@@ -63,15 +63,17 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def open_page(url: str, profile: Path, *, cookie_header: str | None = None) -> Page:
-    """Opens ``url`` in a fresh profile; returns its settled document and console messages."""
+def open_page(url: str, profile: Path, *, budget_ms: int = VIRTUAL_TIME_BUDGET_MS) -> Page:
+    """Opens ``url`` in a fresh profile; returns its document once ``budget_ms`` of virtual
+    time passed (scripts settled; a page that refreshes itself sooner is shown refreshed) and
+    its console messages."""
     args = [
         chromium_path(),
         *CHROMIUM_FLAGS,
         f"--user-data-dir={profile}",
         "--enable-logging=stderr",
         "--v=0",
-        f"--virtual-time-budget={VIRTUAL_TIME_BUDGET_MS}",
+        f"--virtual-time-budget={budget_ms}",
         "--dump-dom",
         url,
     ]

@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 import sqlalchemy as sa
+import yaml
 from archive_stack import DELAY, ArchiveStack, run_cli, serve_in_thread, wait_finished
 from browser_support import Page, open_page, screenshot
 from pydantic import SecretStr
@@ -37,7 +38,7 @@ from models import wire
 from models.records import ChatJob
 from pipeline.archive.console_queries import create_read_only_engine
 from pipeline.console.app import create_app
-from pipeline.runs.runner import RunOutcome, run_questions_file
+from pipeline.runs.runner import RunOutcome, run_questions_file, submit_questions_file
 from pipeline.runs.submit import submit_jobs
 
 HOSTILE_QUESTION = "<script>document.title='owned'</script><img src=x onerror=alert(1)> delays?"
@@ -94,12 +95,12 @@ def _hostile_transcript() -> bytes:
     return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
 
 
-def _hostile_app() -> Starlette:
+def _hostile_app(line_delay_s: float = 0.01) -> Starlette:
     async def chat(request: Request) -> Response:
         async def lines() -> AsyncIterator[bytes]:
             for line in _hostile_transcript().splitlines(keepends=True):
                 yield line
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(line_delay_s)
 
         return StreamingResponse(lines(), media_type="application/json")
 
@@ -192,6 +193,31 @@ def test_runs_page_lists_each_run_with_jobs_by_status_accuracy_and_rerun(
     completed = sum(r.status == "completed" for r in demo_run.results)
     assert f"completed {completed}" in page.dom
     assert "2/2 (100.0%)" in page.dom  # run_a: two jobs have expected results, both match
+
+
+def test_a_running_run_refreshes_itself_with_a_progress_bar_until_done(
+    stack: ArchiveStack, console: str, tmp_path: Path
+) -> None:
+    questions = tmp_path / "slow.yaml"
+    body = {"name": "slow", "personas": [{"name": "p", "sessionSettings": {"externalId": "p-1"}}]}
+    questions.write_text(yaml.safe_dump({**body, "questions": [{"text": "slow one"}]}))
+    with serve_in_thread(_hostile_app(line_delay_s=2.0)) as port:
+        url = chat_url(port, account="slow")
+        run = asyncio.run(submit_questions_file(stack.settings, questions, chat_url=url))
+        # a budget under the page's 3 s refresh: the page as first drawn
+        page = open_page(f"{console}/runs/{run.run_id}", tmp_path / "running", budget_ms=1000)
+        assert '<meta http-equiv="refresh" content="3">' in page.dom
+        assert re.search(r'<progress max="1" value="0">', page.dom), page.dom[:3000]
+        listing = open_page(console + "/", tmp_path / "listing", budget_ms=1000)
+        assert '<meta http-equiv="refresh" content="3">' in listing.dom
+        job_ids = [
+            r.job_id
+            for r in stack.query("SELECT job_id FROM {s}.jobs WHERE run_id = :r", r=run.run_id)
+        ]
+        wait_finished(stack, job_ids)
+    done = open_page(f"{console}/runs/{run.run_id}", tmp_path / "done")
+    assert 'http-equiv="refresh"' not in done.dom
+    assert '<progress max="1" value="1">' in done.dom
 
 
 def test_run_page_filters_by_persona_and_links_every_job_to_its_conversation(
