@@ -123,6 +123,7 @@ def _pages(run_id: str, job_id: str) -> dict[str, str]:
         "conversation": f"/jobs/{job_id}",
         "search": "/search?q=carrier+flights",
         "audit-user": "/audit?user=jfk-ops-1&until=2026-11-01T00:10:00",
+        "audit-all": "/audit",
     }
 
 

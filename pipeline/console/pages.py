@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from pipeline.archive import console_queries as queries
-from pipeline.archive.audit import AuditFilter, read_entries
+from pipeline.archive.audit import AuditFilter, count_entries, read_entries
 from pipeline.archive.conversation import read_conversation
 from pipeline.archive.diff import RunNotFoundError, diff_runs, load_run
 from pipeline.archive.replay import ReplayError, ndjson, read_attempt
@@ -39,6 +39,7 @@ from pipeline.runs.batch import QuestionsFileError, load_questions
 logger = logging.getLogger(__name__)
 
 PAGE_SIZE: Final = 50
+AUDIT_PAGE_SIZE: Final = 200
 ACCURACY_MAX_JOBS: Final = 2000
 """Runs with more jobs are not scored on the Runs page (only on their own page)."""
 _STATE_ORDER: Final = {"changed": 1, "missing": 2, "new": 3, "same": 4}
@@ -194,18 +195,24 @@ class ConsolePages:
             user=args.get("user") or None,
             view=args.get("view") or None,
         )
+        fmt = args.get("format")
+        if fmt not in ("csv", "json"):
+            return self._audit_page(flt, dict(args), offset=_int(args.get("offset"), 0))
         with self._conn() as conn:
             entries = read_entries(conn, schema=self._schema, flt=flt)
-        fmt = args.get("format")
-        if fmt in ("csv", "json"):
-            text = to_csv(entries) if fmt == "csv" else to_json(entries, flt)
-            headers = {
-                **SECURITY_HEADERS,
-                "Content-Disposition": f'attachment; filename="audit.{fmt}"',
-            }
-            media = "text/csv" if fmt == "csv" else "application/json"
-            return Response(text, media_type=f"{media}; charset=utf-8", headers=headers)
-        return self._page("audit.html", title="Audit", entries=entries, query=dict(args))
+        text = to_csv(entries) if fmt == "csv" else to_json(entries, flt)
+        headers = {**SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="audit.{fmt}"'}
+        media = "text/csv" if fmt == "csv" else "application/json"
+        return Response(text, media_type=f"{media}; charset=utf-8", headers=headers)
+
+    def _audit_page(self, flt: AuditFilter, query: dict[str, str], *, offset: int) -> Response:
+        with self._conn() as conn:
+            total = count_entries(conn, schema=self._schema, flt=flt)
+            entries = read_entries(
+                conn, schema=self._schema, flt=flt, limit=AUDIT_PAGE_SIZE, offset=offset
+            )
+        page = {"total": total, "offset": max(offset, 0), "limit": AUDIT_PAGE_SIZE}
+        return self._page("audit.html", title="Audit", entries=entries, query=query, page=page)
 
     async def search(self, request: Request) -> Response:
         """``GET /search?q=words``: full-text search."""
