@@ -27,6 +27,10 @@ from pipeline.archive.engine import CONNECT_TIMEOUT_S
 from pipeline.settings import Settings
 
 READ_ONLY_OPTIONS: Final = "-c default_transaction_read_only=on"
+Engine = sa.Engine
+"""The archive's engine type, for modules that may not import SQLAlchemy themselves."""
+Connection = sa.Connection
+"""A connection of :data:`Engine`."""
 JobSort = Literal["submitted", "duration", "status", "persona", "question", "lines"]
 SORTS: Final[dict[str, str]] = {
     "submitted": "j.submitted_at {d} NULLS LAST, j.job_id {d}",

@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Final
 
-import sqlalchemy as sa
 import uvicorn
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from starlette.applications import Starlette
@@ -27,7 +26,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from models.rendering import format_cell
-from pipeline.archive.console_queries import create_read_only_engine
+from pipeline.archive.console_queries import Engine, create_read_only_engine
 from pipeline.console import views
 from pipeline.console.pages import ConsolePages
 from pipeline.console.security import SecurityHeaders, TokenGuard, check_bind
@@ -66,7 +65,7 @@ def _when(value: object) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S UTC") if hasattr(value, "strftime") else "-"
 
 
-def create_app(settings: Settings, *, engine: sa.Engine | None = None) -> Starlette:
+def create_app(settings: Settings, *, engine: Engine | None = None) -> Starlette:
     """Builds the console.
 
     Args:

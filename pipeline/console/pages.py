@@ -20,13 +20,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, cast, get_args
 
-import sqlalchemy as sa
 from jinja2 import Environment
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from pipeline.archive import console_queries as queries
 from pipeline.archive.audit import AuditFilter, count_entries, read_entries
+from pipeline.archive.console_queries import Connection, Engine
 from pipeline.archive.conversation import read_conversation
 from pipeline.archive.diff import RunNotFoundError, diff_runs, load_run
 from pipeline.archive.replay import ReplayError, ndjson, read_attempt
@@ -48,13 +48,13 @@ _STATE_ORDER: Final = {"changed": 1, "missing": 2, "new": 3, "same": 4}
 class ConsolePages:
     """The page handlers over one read-only engine and the templates."""
 
-    def __init__(self, engine: sa.Engine, *, schema: str, templates: Environment) -> None:
+    def __init__(self, engine: Engine, *, schema: str, templates: Environment) -> None:
         self._engine = engine
         self._schema = schema
         self._templates = templates
 
     @contextmanager
-    def _conn(self) -> Iterator[sa.Connection]:
+    def _conn(self) -> Iterator[Connection]:
         with self._engine.connect() as conn:
             yield conn
 
@@ -81,7 +81,7 @@ class ConsolePages:
         running = any(r.running for r in runs)
         return self._page("runs.html", title="Runs", rows=rows, running=running)
 
-    def _accuracy(self, conn: sa.Connection, run_id: str, source: str | None) -> str | None:
+    def _accuracy(self, conn: Connection, run_id: str, source: str | None) -> str | None:
         if not source or not Path(source).is_file():
             return None
         try:

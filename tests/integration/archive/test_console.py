@@ -351,3 +351,27 @@ def test_the_console_engine_cannot_write(stack: ArchiveStack) -> None:
     finally:
         engine.dispose()
     assert stack.query("SELECT count(*) AS n FROM {s}.jobs")[0].n > 0
+
+
+def test_content_retention_deleted_stays_deleted_in_the_console(
+    stack: ArchiveStack, hostile_job: str, console: str, tmp_path: Path
+) -> None:
+    # Runs last in this module: it deletes the hostile conversation's content.
+    url = f"{console}/jobs/{hostile_job}"
+    assert "27,004" in httpx.get(url, timeout=30).text
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "rules:\n  - identity: 'external:mallory'\n    afterDays: 0\n    action: delete\n"
+    )
+    done = run_cli(stack.env, "retention", "apply", "--policy", str(policy), "--now", "2099-01-01")
+    assert done.returncode == 0, done.stderr.decode()
+    page = _look(url, tmp_path, "retention")
+    assert "27,004" not in page.dom and "Here:" not in page.dom
+    assert "No answer stored." in page.dom
+    assert "line(s) deleted" in page.dom
+    assert "Rows removed by retention (3 were returned)" in page.dom
+    assert "verifies" in page.dom  # the chain of a deleted attempt still verifies
+    assert (
+        httpx.get(f"{url}/ndjson", timeout=30).content
+        == run_cli(stack.env, "replay", hostile_job).stdout
+    )

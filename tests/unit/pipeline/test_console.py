@@ -100,3 +100,16 @@ def test_status_bar_shares_add_up() -> None:
     bar = status_bar({"running": 1, "completed": 3}, 4)
     assert [s["status"] for s in bar] == ["completed", "running"]
     assert [s["pct"] for s in bar] == [75.0, 25.0]
+
+
+def test_the_console_command_refuses_a_public_address_without_a_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from typer.testing import CliRunner
+
+    from pipeline.cli.app import app
+
+    monkeypatch.delenv("CHATSCRIBE_CONSOLE_TOKEN", raising=False)
+    result = CliRunner().invoke(app, ["console", "--host", "0.0.0.0", "--port", "1"])
+    assert result.exit_code == 2
+    assert "CHATSCRIBE_CONSOLE_TOKEN" in result.output
