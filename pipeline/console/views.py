@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -31,6 +32,7 @@ TABLE_ROWS: Final = 50
 JSON_CHARS: Final = 4000
 _FORMATTER: Final = HtmlFormatter(nowrap=True, classprefix="sql-")
 _LEXER: Final = SqlLexer()
+_TABLE_RULE: Final = re.compile(r"\|?(?:\s*:?-{3,}:?\s*\|)+")
 
 
 def sql_css() -> str:
@@ -52,8 +54,11 @@ def answer_html(text: str | None) -> Markup:
 
 
 def marked(text: str | None) -> Markup:
-    """Returns: a ``ts_headline`` excerpt escaped, its ``\\x02``/``\\x03`` markers as ``<mark>``."""
-    escaped = html.escape(text or "")
+    """Returns: a ``ts_headline`` excerpt escaped, its ``\\x02``/``\\x03`` markers as ``<mark>``
+    (a Markdown table's pipes and rules read as `` · `` separators)."""
+    flat = _TABLE_RULE.sub(" ", text or "")
+    flat = " · ".join(part.strip() for part in flat.split("|") if part.strip())
+    escaped = html.escape(flat)
     return Markup(escaped.replace("\x02", "<mark>").replace("\x03", "</mark>"))
 
 
