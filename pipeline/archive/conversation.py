@@ -35,8 +35,11 @@ class Turn:
     is_final: bool
     tool_name: str | None
     first_line: int
+    last_line: int
     tool: dict[str, Any] | None = None
     query: dict[str, Any] | None = None
+    redaction: str | None = None
+    """``deleted`` or ``redacted`` when retention changed a line of this message."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class Conversation:
 _JOB = 'SELECT * FROM "{s}".jobs WHERE job_id = :job_id'
 _TURNS = """
 SELECT m.message_id, m.role, m.content, m.thinking, m.is_final, m.tool_name, m.first_line,
+       m.last_line,
        CASE WHEN t.message_id IS NOT NULL THEN jsonb_build_object(
            'name', t.name, 'kind', t.kind, 'input', t.input, 'result', t.result,
            'input_raw', t.input_raw, 'error', t.error,
@@ -89,6 +93,10 @@ _EVENTS = """
 SELECT attempt, kind, at, line_count, payload FROM "{s}".job_events WHERE job_id = :job_id
 ORDER BY at, attempt
 """
+_MARKED_LINES = """
+SELECT line_no, redaction FROM "{s}".stream_lines
+WHERE job_id = :job_id AND attempt = :attempt AND redaction IS NOT NULL
+"""
 _MARKS = """
 SELECT attempt, redaction, count(*) AS n FROM "{s}".stream_lines WHERE job_id = :job_id
 GROUP BY attempt, redaction
@@ -110,7 +118,11 @@ def read_conversation(conn: sa.Connection, *, schema: str, job_id: str) -> Conve
     if job is None:
         return None
     params = {"job_id": job_id, "attempt": job["last_attempt"]}
-    turns = [Turn(**r._asdict()) for r in conn.execute(sa.text(_TURNS.format(s=schema)), params)]
+    rows = conn.execute(sa.text(_MARKED_LINES.format(s=schema)), params)
+    marked: dict[int, str] = {int(r.line_no): str(r.redaction) for r in rows}
+    turns = [
+        _turn(r._asdict(), marked) for r in conn.execute(sa.text(_TURNS.format(s=schema)), params)
+    ]
     answer = conn.execute(sa.text(_ANSWER.format(s=schema)), params).mappings().first()
     events = [dict(r._mapping) for r in conn.execute(sa.text(_EVENTS.format(s=schema)), params)]
     redactions: dict[str, int] = {}
@@ -129,3 +141,10 @@ def read_conversation(conn: sa.Connection, *, schema: str, job_id: str) -> Conve
         chain=verify(conn, schema=schema, job_id=job_id),
         attempts_lines=lines,
     )
+
+
+def _turn(row: dict[str, Any], marked: dict[int, str]) -> Turn:
+    lines = range(row["first_line"], row["last_line"] + 1)
+    marks = {marked[n] for n in lines if n in marked}
+    redaction = "deleted" if "deleted" in marks else ("redacted" if marks else None)
+    return Turn(**row, redaction=redaction)

@@ -94,7 +94,8 @@ def turn_view(turn: Turn) -> dict[str, Any]:
     """Shapes one message for the chat.
 
     Returns:
-        ``{"kind", "message_id", "role", "content" (HTML), "thinking", "tool", "query"}`` with
+        ``{"kind", "message_id", "role", "content" (HTML), "thinking", "tool", "query",
+        "redaction"}`` with
         ``kind`` one of ``question``, ``answer``, ``assistant``, ``tool``, ``system`` (a
         sentinel line such as ``__cutoff__`` or ``__usage__``).
     """
@@ -122,6 +123,7 @@ def turn_view(turn: Turn) -> dict[str, Any]:
         "thinking": turn.thinking,
         "tool": tool,
         "query": _query_view(turn.query) if turn.query is not None else None,
+        "redaction": turn.redaction,
     }
 
 

@@ -369,6 +369,7 @@ def test_content_retention_deleted_stays_deleted_in_the_console(
     assert "27,004" not in page.dom and "Here:" not in page.dom
     assert "No answer stored." in page.dom
     assert "line(s) deleted" in page.dom
+    assert page.dom.count("deleted by retention") >= 3  # the question, the tool call, the answer
     assert "Rows removed by retention (3 were returned)" in page.dom
     assert "verifies" in page.dom  # the chain of a deleted attempt still verifies
     assert (

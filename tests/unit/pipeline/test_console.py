@@ -72,7 +72,7 @@ def test_search_excerpts_are_escaped_then_marked() -> None:
 def _turn(**fields: object) -> Turn:
     base: dict[str, object] = {
         "message_id": "m1", "role": "assistant", "content": None, "thinking": None,
-        "is_final": False, "tool_name": None, "first_line": 1,
+        "is_final": False, "tool_name": None, "first_line": 1, "last_line": 1,
     }  # fmt: skip
     return Turn(**(base | fields))  # type: ignore[arg-type]
 
