@@ -52,6 +52,8 @@ class ConsolePages:
         self._engine = engine
         self._schema = schema
         self._templates = templates
+        self._scores: dict[str, str | None] = {}
+        """Execution accuracy of finished runs, computed once per run and process."""
 
     @contextmanager
     def _conn(self) -> Iterator[Connection]:
@@ -82,6 +84,11 @@ class ConsolePages:
         return self._page("runs.html", title="Runs", rows=rows, running=running)
 
     def _accuracy(self, conn: Connection, run_id: str, source: str | None) -> str | None:
+        if run_id not in self._scores:
+            self._scores[run_id] = self._score(conn, run_id, source)
+        return self._scores[run_id]
+
+    def _score(self, conn: Connection, run_id: str, source: str | None) -> str | None:
         if not source or not Path(source).is_file():
             return None
         try:
