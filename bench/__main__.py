@@ -25,7 +25,7 @@ from bench.results import RESULTS_DIR, Result, format_line, results_document, wr
 from bench.transcripts import load_transcripts
 from bench.workload import record
 
-BENCHMARKS: Final = ("sink", "streams", "e2e", "chat-api")
+BENCHMARKS: Final = ("sink", "streams", "e2e", "chat-api", "console")
 """Names for ``--only``; growth (benchmark 5) comes with ``sink`` and ``e2e``."""
 
 
@@ -83,6 +83,8 @@ def run(
     finally:
         if synthetic:
             synthetic[0].stop()
+    if "console" in selected:
+        add(suite.console_results())
     add(suite.growth_results(sink_figures, e2e_figures))
     return results
 

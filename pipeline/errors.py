@@ -16,7 +16,8 @@ Tree (retryability is part of the type: workers and the sink decide with ``isins
         ├── InvalidJobError         a chat.requests record is not a job (topic, partition, offset)
         ├── InvalidRecordError      a record the sink cannot archive    (topic, partition, offset)
         ├── ArchiveRejectedError    PostgreSQL refused a value in a batch (sqlstate)
-        └── ArchiveSchemaError      archive tables missing or different: run `chatscribe db upgrade`
+        ├── ArchiveSchemaError      archive tables missing or different: run `chatscribe db upgrade`
+        └── ConsoleBindError        the console asked to bind beyond loopback without a token (host)
 """
 
 from __future__ import annotations
@@ -150,3 +151,17 @@ class ArchiveSchemaError(PermanentError):
     def __init__(self, message: str, *, sqlstate: str | None) -> None:
         super().__init__(f"{message} (sqlstate={sqlstate})")
         self.sqlstate = sqlstate
+
+
+class ConsoleBindError(PermanentError):
+    """``chatscribe console`` was asked to listen beyond loopback without a token.
+
+    Attributes:
+        host: The address asked for.
+    """
+
+    def __init__(self, host: str) -> None:
+        super().__init__(
+            f"the console binds {host!r}, beyond loopback: set CHATSCRIBE_CONSOLE_TOKEN first"
+        )
+        self.host = host

@@ -47,6 +47,8 @@ class Settings(BaseSettings):
         redact_detectors: Named redaction detectors applied to lines before storage
             (comma-separated; :data:`pipeline.archive.redaction.DETECTORS`).
         redact_patterns: Regular expressions redacted before storage (a JSON list).
+        console_token: The token every page of ``chatscribe console`` asks for (header,
+            cookie or ``?token=`` link); required to bind anything but loopback.
     """
 
     model_config = SettingsConfigDict(env_prefix="CHATSCRIBE_", frozen=True, extra="ignore")
@@ -73,6 +75,7 @@ class Settings(BaseSettings):
     sink_metrics_port: int | None = Field(default=None, ge=1, le=65535)
     redact_detectors: Annotated[tuple[str, ...], NoDecode] = ()
     redact_patterns: tuple[str, ...] = ()
+    console_token: SecretStr | None = None
 
     @field_validator("redact_detectors", mode="before")
     @classmethod

@@ -35,7 +35,7 @@ from starlette.responses import HTMLResponse, Response
 from chat_api.errors import RequestError, SessionInvalidError, ThreadNotFoundError
 from chat_api.http.service import in_thread
 from chat_api.state.threads import StoredMessage
-from models import wire
+from models import rendering, wire
 
 if TYPE_CHECKING:
     from chat_api.http.service import ChatService
@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
 SCRIPTS = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")
-_NUMERIC_TYPES = frozenset({"Int64", "Int32", "Double", "Float", "Decimal", "Number"})
+_TABLE_ROWS = 20
 
 _PAGE = Template("""<!doctype html>
 <html lang="en">
@@ -56,7 +56,7 @@ _PAGE = Template("""<!doctype html>
 body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #1f2328; }
 .turn { border-bottom: 1px solid #d0d7de; padding: 1rem 0; }
 .question { font-weight: 600; }
-.answer { white-space: pre-wrap; }
+.answer table { margin: .4rem 0; }
 .chart { margin: .75rem 0; }
 table { border-collapse: collapse; font-size: .85rem; }
 td, th { border: 1px solid #d0d7de; padding: .2rem .5rem; }
@@ -90,12 +90,15 @@ $scripts
       var table = add(box, "table", "rows");
       var head = add(table, "tr");
       chart.columns.forEach(function (c) { add(head, "th", null, c); });
-      chart.values.slice(0, 20).forEach(function (row) {
+      chart.cells.forEach(function (row) {
         var tr = add(table, "tr");
-        chart.columns.forEach(function (c) { add(tr, "td", null, String(row[c])); });
+        row.forEach(function (cell) { add(tr, "td", null, cell); });
       });
     });
-    add(section, "p", "answer", turn.answer === null ? "(no answer)" : turn.answer);
+    // answerHtml comes from models.rendering.markdown_html: raw HTML in the text is escaped.
+    var answer = add(section, "div", "answer");
+    if (turn.answerHtml) { answer.innerHTML = turn.answerHtml; }
+    else { answer.textContent = "(no answer)"; }
   });
   Promise.all(pending).then(function () {
     document.body.setAttribute("data-status", "rendered");
@@ -191,8 +194,10 @@ def thread_turns(messages: Sequence[StoredMessage]) -> list[dict[str, Any]]:
     for message in messages:
         if message.kind == "user":
             turns.append({"question": message.content or "", "answer": None, "charts": []})
+            turns[-1]["answerHtml"] = ""
         elif turns and message.kind == "answer":
             turns[-1]["answer"] = message.content
+            turns[-1]["answerHtml"] = rendering.markdown_html(message.content)
         elif turns and message.kind == "tool" and message.tool_call is not None:
             chart = chart_of(message.tool_call)
             if chart is not None:
@@ -215,23 +220,14 @@ def chart_of(tool_call: dict[str, Any]) -> dict[str, Any] | None:
         schema, rows = result["schema"], result["data"]
     except (TypeError, KeyError, ValueError):
         return None
-    columns = [str(column["name"]) for column in schema]
-    numeric = [column.get("column_type") in _NUMERIC_TYPES for column in schema]
-    values = [
-        {
-            name: _number(v) if is_number else v
-            for name, is_number, v in zip(columns, numeric, row, strict=False)
-        }
-        for row in rows
-    ]
-    spec["data"] = {"values": values}
-    return {"title": str(spec.get("title", "")), "spec": spec, "columns": columns, "values": values}
-
-
-def _number(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
+    drawn = rendering.chart_spec(spec, schema, rows)
+    if drawn is None:
+        return None
+    table = rendering.result_table(schema, rows, limit=_TABLE_ROWS)
+    return {
+        "title": str(drawn.get("title", "")),
+        "spec": drawn,
+        "columns": table["columns"],
+        "values": drawn["data"]["values"],
+        "cells": table["rows"],
+    }

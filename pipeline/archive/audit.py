@@ -70,14 +70,20 @@ class AuditEntry:
 
 
 _ENTRIES = """
-SELECT coalesce(j.started_at, j.submitted_at) AS asked_at, j.job_id, j.run_id, j.persona,
+WITH page AS (
+    SELECT j.*, coalesce(j.started_at, j.submitted_at) AS asked_at FROM "{s}".jobs j
+    WHERE {where}
+    ORDER BY asked_at NULLS LAST, j.job_id
+    LIMIT :limit OFFSET :offset
+)
+SELECT j.asked_at, j.job_id, j.run_id, j.persona,
        j.identity, j.session_settings AS ss, j.question, j.status, j.error,
        a.content AS answer, a.source AS answer_source, coalesce(a.stream_errors, '{{}}') AS se,
        coalesce(q.queries, '[]') AS queries, coalesce(t.errors, '[]') AS tool_errors,
        (j.status = 'aborted' OR EXISTS (
             SELECT 1 FROM "{s}".messages m WHERE m.job_id = j.job_id
             AND m.attempt = j.last_attempt AND m.message_id = '__aborted__')) AS aborted
-FROM "{s}".jobs j
+FROM page j
 LEFT JOIN "{s}".answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
 LEFT JOIN LATERAL (
     SELECT jsonb_agg(jsonb_build_object(
@@ -93,9 +99,9 @@ LEFT JOIN LATERAL (
     FROM "{s}".tool_calls t WHERE t.job_id = j.job_id AND t.attempt = j.last_attempt
       AND (t.error IS NOT NULL OR t.payload_error IS NOT NULL)
 ) t ON true
-WHERE {where}
-ORDER BY asked_at NULLS LAST, j.job_id
+ORDER BY j.asked_at NULLS LAST, j.job_id
 """
+_COUNT = 'SELECT count(*) FROM "{s}".jobs j WHERE {where}'
 
 
 def _where(flt: AuditFilter) -> tuple[str, dict[str, Any]]:
@@ -123,11 +129,37 @@ def _where(flt: AuditFilter) -> tuple[str, dict[str, Any]]:
     return " AND ".join(clauses), params
 
 
-def read_entries(conn: sa.Connection, *, schema: str, flt: AuditFilter) -> list[AuditEntry]:
-    """Reads the audit entries matching ``flt``, oldest first."""
+def read_entries(
+    conn: sa.Connection,
+    *,
+    schema: str,
+    flt: AuditFilter,
+    limit: int | None = None,
+    offset: int = 0,
+) -> list[AuditEntry]:
+    """Reads the audit entries matching ``flt``, oldest first.
+
+    Args:
+        conn: A connection.
+        schema: The archive's schema.
+        flt: Which jobs.
+        limit, offset: A page of the entries (default: all); the page is chosen on ``jobs``
+            before the answers, queries and tool errors are joined to it.
+
+    Returns:
+        The entries, oldest first.
+    """
     where, params = _where(flt)
     query = _ENTRIES.format(s=schema, where=where.format(s=schema))
+    params |= {"limit": limit, "offset": max(offset, 0)}
     return [_entry(row) for row in conn.execute(sa.text(query), params)]
+
+
+def count_entries(conn: sa.Connection, *, schema: str, flt: AuditFilter) -> int:
+    """Returns: how many jobs match ``flt`` (the number of entries :func:`read_entries` reads)."""
+    where, params = _where(flt)
+    query = _COUNT.format(s=schema, where=where.format(s=schema))
+    return int(conn.execute(sa.text(query), params).scalar_one())
 
 
 def _entry(row: Any) -> AuditEntry:

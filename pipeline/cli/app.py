@@ -16,6 +16,7 @@ Commands::
     chatscribe demo FILE                           start API, worker and sink; run FILE; stop them
     chatscribe replay|rerun|diff|audit|verify      the archive as a product (pipeline.cli.archive)
     chatscribe retention apply --policy FILE       delete or redact content past its age
+    chatscribe console [--host H] [--port N]       the read-only web console over the archive
 
 Configuration comes from ``CHATSCRIBE_*`` environment variables (:mod:`pipeline.settings`,
 :mod:`chat_api.settings`), read once here and passed down.
@@ -176,7 +177,13 @@ def demo(
     from pipeline.cli.demo import run_demo
 
     outcome = run_demo(Settings(), file, timeout_s=timeout)
-    _print_outcome(outcome, json_output=False, questions=file)
+    try:
+        _print_outcome(outcome, json_output=False, questions=file)
+    finally:
+        err.print(
+            "look at it: [bold]chatscribe console[/], then open"
+            f" http://127.0.0.1:8500/runs/{outcome.run_id}"
+        )
 
 
 @app.command()
@@ -200,6 +207,27 @@ def cancel(
     else:
         asyncio.run(cancel_jobs(Settings(), job_ids or [], reason=reason))
     err.print(f"cancellation sent for {len(job_ids or [])} job(s)")
+
+
+@app.command()
+def console(
+    host: Annotated[
+        str,
+        typer.Option(help="Address to listen on (beyond loopback: set CHATSCRIBE_CONSOLE_TOKEN)."),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8500,
+    verbose: Verbose = False,
+) -> None:
+    """Serve the read-only web console: runs, conversations, diffs, audit, search."""
+    _logging(verbose)
+    from pipeline.console.app import serve
+    from pipeline.errors import ConsoleBindError
+
+    try:
+        serve(Settings(), host=host, port=port)
+    except ConsoleBindError as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from exc
 
 
 def _print_outcome(outcome: object, *, json_output: bool, questions: Path | None = None) -> None:

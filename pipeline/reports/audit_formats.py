@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from models.rendering import chart_spec, format_cell, markdown_html
 from pipeline.archive.audit import AuditEntry, AuditFilter
 
 STATIC_DIR: Final = Path(__file__).resolve().parents[2] / "chat_api" / "static"
@@ -145,7 +146,8 @@ def to_html(
     embed = ""
     if scripts and charts:
         calls = "\n".join(
-            f"vegaEmbed('#{cid}', {json.dumps(spec)}, {{actions: false}});" for cid, spec in charts
+            f"vegaEmbed('#{cid}', {_script_json(spec)}, {{actions: false}});"
+            for cid, spec in charts
         )
         embed = f"{scripts}\n<script>\n{calls}\n</script>"
     return _PAGE.format(head=head, note=note, cards=cards, embed=embed)
@@ -185,7 +187,7 @@ def _card(n: int, e: AuditEntry, charts: list[tuple[str, dict[str, Any]]], live:
         f"<section class=card><h3>{n}. {html.escape(e.question or '')}</h3>"
         f"<p class=who>Asked by <b>{html.escape(who)}</b> on {when} — seen data as:"
         f" {html.escape(scope)} · status {html.escape(e.status)}</p>"
-        f"<p class=answer>{html.escape(e.answer or '(no answer)')}{source}</p>{queries}"
+        f"<div class=answer>{markdown_html(e.answer) or '(no answer)'}{source}</div>{queries}"
         + (f"<ul class=problems>{trouble}</ul>" if trouble else "")
         + f"<p class=ids>job {e.job_id} · run {e.run_id}</p></section>"
     )
@@ -199,19 +201,30 @@ def _query(
     found = q.get("rows")
     rows: list[Any] = found if isinstance(found, list) else []
     names = [c.get("name", "") for c in q.get("schema") or () if isinstance(c, dict)]
+    types = {
+        str(c.get("name", "")): str(c.get("column_type", ""))
+        for c in q.get("schema") or ()
+        if isinstance(c, dict)
+    }
     spec = q.get("vega_spec")
     chart = ""
     if live and isinstance(spec, dict) and rows:
         cid = f"chart-{n}-{i}"
-        charts.append((cid, {**spec, "data": {"values": _records(rows, names)}}))
+        table_rows = [list(r.values()) for r in _records(rows, names)]
+        drawn = chart_spec(spec, q.get("schema") or [], table_rows)
+        charts.append((cid, drawn or {}))
         chart = f"<div id={cid} class=chart></div>"
     total = q.get("total_rows") or 0
     return (
         f"<div class=query><p><b>{title}</b>: used {html.escape(used)};"
-        f" {total:,} row{'' if total == 1 else 's'}.</p>{chart}{_table(rows, names)}"
+        f" {total:,} row{'' if total == 1 else 's'}.</p>{chart}{_table(rows, names, types)}"
         f"<details><summary>SQL</summary><pre>{html.escape(q.get('sql') or '')}</pre>"
         "</details></div>"
     )
+
+
+def _cell(value: Any, name: str, types: dict[str, str] | None) -> str:
+    return format_cell(value, name=name, column_type=(types or {}).get(name) or None)
 
 
 def _records(rows: list[Any], names: list[str]) -> list[dict[str, Any]]:
@@ -224,14 +237,16 @@ def _records(rows: list[Any], names: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def _table(rows: list[Any], names: list[str]) -> str:
+def _table(rows: list[Any], names: list[str], types: dict[str, str] | None = None) -> str:
     records = _records(rows[:TABLE_ROWS], names)
     if not records:
         return ""
     cols = list(dict.fromkeys(k for r in records for k in r))
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in cols) + "</tr>"
+        "<tr>"
+        + "".join(f"<td>{html.escape(_cell(r.get(c), c, types))}</td>" for c in cols)
+        + "</tr>"
         for r in records
     )
     more = f"<caption>first {TABLE_ROWS} of {len(rows)}</caption>" if len(rows) > TABLE_ROWS else ""
@@ -244,7 +259,7 @@ _PAGE = """<!doctype html>
 body{{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;color:#222}}
 .card{{border:1px solid #ddd;border-radius:6px;padding:0.6em 1em;margin:1em 0}}
 .who,.ids{{color:#555;font-size:90%}} .problems{{color:#a00}}
-.answer{{font-size:105%;white-space:pre-wrap}} .chart{{display:block;margin:0.4em 0}}
+.answer{{font-size:105%}} .chart{{display:block;margin:0.4em 0}}
 table{{border-collapse:collapse;font-size:85%;margin:0.4em 0}}
 td,th{{border:1px solid #ccc;padding:2px 6px}} .note{{background:#ffe;padding:0.5em}}
 </style></head><body>
@@ -254,3 +269,9 @@ td,th{{border:1px solid #ccc;padding:2px 6px}} .note{{background:#ffe;padding:0.
 {embed}
 </body></html>
 """
+
+
+def _script_json(value: Any) -> str:
+    """Returns: ``value`` as JSON safe inside ``<script>`` (``<``, ``>``, ``&`` escaped)."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

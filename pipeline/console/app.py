@@ -1,0 +1,124 @@
+"""``chatscribe console``: a read-only web application over the archive (starlette + jinja2).
+
+Server-rendered pages (:mod:`pipeline.console.pages`) from Jinja templates with autoescape on,
+one stylesheet and one small script (``static/console.js``: draws the charts with the vega
+scripts vendored in ``chat_api/static``); no JavaScript build step. The archive is read through
+:mod:`pipeline.archive` on an engine whose transactions are read only
+(:func:`pipeline.archive.console_queries.create_read_only_engine`). Guards:
+:mod:`pipeline.console.security`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Final
+
+import uvicorn
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from models.rendering import format_cell
+from pipeline.archive.console_queries import Engine, create_read_only_engine
+from pipeline.console import views
+from pipeline.console.pages import ConsolePages
+from pipeline.console.security import SecurityHeaders, TokenGuard, check_bind
+from pipeline.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+HERE: Final = Path(__file__).resolve().parent
+VEGA_DIR: Final = HERE.parents[1] / "chat_api" / "static"
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 8500
+
+
+def templates() -> Environment:
+    """Returns: the Jinja environment: ``templates/``, autoescape on for every file, undefined
+    names an error, and the view helpers as filters."""
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        short=views.short,
+        marked=views.marked,
+        sql=views.sql_html,
+        markdown=views.answer_html,
+        when=_when,
+        cell=format_cell,
+    )
+    return env
+
+
+def _when(value: object) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if hasattr(value, "strftime") else "-"
+
+
+def create_app(settings: Settings, *, engine: Engine | None = None) -> Starlette:
+    """Builds the console.
+
+    Args:
+        settings: Archive URL and schema; ``console_token`` turns the token guard on.
+        engine: A read-only engine to use (default: one made from ``settings``, disposed on
+            shutdown).
+
+    Returns:
+        The ASGI application.
+    """
+    owned = engine is None
+    engine = engine or create_read_only_engine(settings)
+    pages = ConsolePages(engine, schema=settings.database_schema, templates=templates())
+    css = views.sql_css()
+
+    async def sql_stylesheet(request: Request) -> Response:
+        return PlainTextResponse(css, media_type="text/css")
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    routes = [
+        Route("/", pages.runs),
+        Route("/runs/{run_id}", pages.run),
+        Route("/jobs/{job_id}", pages.conversation),
+        Route("/jobs/{job_id}/ndjson", pages.raw_ndjson),
+        Route("/diff", pages.diff),
+        Route("/audit", pages.audit),
+        Route("/search", pages.search),
+        Route("/healthz", healthz),
+        Route("/static/sql.css", sql_stylesheet),
+        Mount("/static/vega", StaticFiles(directory=VEGA_DIR), name="vega"),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    middleware = [Middleware(SecurityHeaders)]
+    if settings.console_token is not None and settings.console_token.get_secret_value():
+        middleware.append(Middleware(TokenGuard, token=settings.console_token))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        if owned:
+            engine.dispose()
+
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+
+
+def serve(settings: Settings, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+    """Serves the console under uvicorn until interrupted.
+
+    Raises:
+        ConsoleBindError: ``host`` is beyond loopback and no console token is set.
+    """
+    check_bind(host, settings.console_token)
+    logger.info("console serving host=%s port=%d schema=%s", host, port, settings.database_schema)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")

@@ -1,0 +1,252 @@
+"""The console's pages: each reads the archive through :mod:`pipeline.archive`, read only.
+
+=================================  =========================================================
+``GET /``                          Runs: every run, jobs by status, accuracy, rerun command
+``GET /runs/{run_id}``             A run: its jobs (filter, sort, pages of 50)
+``GET /jobs/{job_id}``             A conversation: the thread as a chat, timeline, chain
+``GET /jobs/{job_id}/ndjson``      The raw NDJSON (the bytes of ``chatscribe replay``)
+``GET /diff?a=RUN&b=RUN``          Two runs compared as ``chatscribe diff`` does
+``GET /audit[?format=csv|json]``   The rows of ``chatscribe audit``, filtered, exportable
+``GET /search?q=words``            Full-text search over questions and answers
+=================================  =========================================================
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, cast, get_args
+
+from jinja2 import Environment
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+from pipeline.archive import console_queries as queries
+from pipeline.archive.audit import AuditFilter, count_entries, read_entries
+from pipeline.archive.console_queries import Connection, Engine
+from pipeline.archive.conversation import read_conversation
+from pipeline.archive.diff import RunNotFoundError, diff_runs, load_run
+from pipeline.archive.replay import ReplayError, ndjson, read_attempt
+from pipeline.console import views
+from pipeline.console.security import SECURITY_HEADERS
+from pipeline.reports.audit_formats import to_csv, to_json
+from pipeline.runs.accuracy import expectations_of, score
+from pipeline.runs.batch import QuestionsFileError, load_questions
+
+logger = logging.getLogger(__name__)
+
+PAGE_SIZE: Final = 50
+AUDIT_PAGE_SIZE: Final = 200
+ACCURACY_MAX_JOBS: Final = 2000
+"""Runs with more jobs are not scored on the Runs page (only on their own page)."""
+_STATE_ORDER: Final = {"changed": 1, "missing": 2, "new": 3, "same": 4}
+
+
+class ConsolePages:
+    """The page handlers over one read-only engine and the templates."""
+
+    def __init__(self, engine: Engine, *, schema: str, templates: Environment) -> None:
+        self._engine = engine
+        self._schema = schema
+        self._templates = templates
+        self._scores: dict[str, str | None] = {}
+        """Execution accuracy of finished runs, computed once per run and process."""
+
+    @contextmanager
+    def _conn(self) -> Iterator[Connection]:
+        with self._engine.connect() as conn:
+            yield conn
+
+    def _page(self, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        body = self._templates.get_template(name).render(**context)
+        return HTMLResponse(body, status_code=status_code, headers=SECURITY_HEADERS)
+
+    def _not_found(self, what: str) -> HTMLResponse:
+        return self._page("error.html", 404, title="Not found", message=what)
+
+    async def runs(self, request: Request) -> Response:
+        """``GET /``: every run, newest first."""
+        with self._conn() as conn:
+            runs = queries.list_runs(conn, schema=self._schema)
+            accuracy = {
+                r.run_id: self._accuracy(conn, r.run_id, r.source_file)
+                for r in runs
+                if not r.running and r.known <= ACCURACY_MAX_JOBS
+            }
+        rows = [
+            {"run": r, "bar": views.status_bar(r.by_status, r.job_count), "accuracy": accuracy}
+            for r in runs
+        ]
+        running = any(r.running for r in runs)
+        return self._page("runs.html", title="Runs", rows=rows, running=running)
+
+    def _accuracy(self, conn: Connection, run_id: str, source: str | None) -> str | None:
+        if run_id not in self._scores:
+            self._scores[run_id] = self._score(conn, run_id, source)
+        return self._scores[run_id]
+
+    def _score(self, conn: Connection, run_id: str, source: str | None) -> str | None:
+        if not source or not Path(source).is_file():
+            return None
+        try:
+            expectations = expectations_of(load_questions(Path(source)))
+            if not expectations:
+                return None
+            return views.accuracy_text(
+                score(load_run(conn, schema=self._schema, run_id=run_id), expectations)
+            )
+        except (QuestionsFileError, RunNotFoundError, OSError) as exc:
+            logger.info("no accuracy run_id=%s source=%s error=%s", run_id, source, exc)
+            return None
+
+    async def run(self, request: Request) -> Response:
+        """``GET /runs/{run_id}?status=&persona=&view=&sort=&desc=1&offset=``: a run's jobs."""
+        run_id = request.path_params["run_id"]
+        args = request.query_params
+        flt = queries.JobFilter(
+            status=args.get("status") or None,
+            persona=args.get("persona") or None,
+            view=args.get("view") or None,
+        )
+        sort = args.get("sort", "submitted")
+        sort = sort if sort in get_args(queries.JobSort) else "submitted"
+        offset = _int(args.get("offset"), 0)
+        with self._conn() as conn:
+            found = queries.list_runs(conn, schema=self._schema, run_id=run_id)
+            if not found:
+                return self._not_found(f"run {run_id} is not in the archive")
+            page = queries.run_jobs(
+                conn,
+                schema=self._schema,
+                run_id=run_id,
+                flt=flt,
+                sort=cast(queries.JobSort, sort),
+                descending=args.get("desc") == "1",
+                offset=offset,
+                limit=PAGE_SIZE,
+            )
+            facets = queries.run_facets(conn, schema=self._schema, run_id=run_id)
+            accuracy = (
+                None if found[0].running else self._accuracy(conn, run_id, found[0].source_file)
+            )
+        return self._page(
+            "run.html",
+            title=f"Run {found[0].name or run_id}",
+            run=found[0],
+            bar=views.status_bar(found[0].by_status, found[0].job_count),
+            page=page,
+            flt=flt,
+            sort=sort,
+            desc=args.get("desc") == "1",
+            facets=facets,
+            accuracy=accuracy,
+            query=dict(args),
+        )
+
+    async def conversation(self, request: Request) -> Response:
+        """``GET /jobs/{job_id}``: one conversation."""
+        job_id = request.path_params["job_id"]
+        with self._conn() as conn:
+            conv = read_conversation(conn, schema=self._schema, job_id=job_id)
+        if conv is None:
+            return self._not_found(f"job {job_id} is not in the archive")
+        view = views.conversation_view(conv)
+        return self._page("conversation.html", title=f"Job {job_id}", **view)
+
+    async def raw_ndjson(self, request: Request) -> Response:
+        """``GET /jobs/{job_id}/ndjson[?attempt=N]``: the attempt's bytes as received."""
+        job_id = request.path_params["job_id"]
+        attempt = _int(request.query_params.get("attempt"), None)
+        try:
+            with self._conn() as conn:
+                number, lines = read_attempt(
+                    conn, schema=self._schema, job_id=job_id, attempt=attempt
+                )
+        except ReplayError as exc:
+            return self._not_found(str(exc))
+        headers = {
+            **SECURITY_HEADERS,
+            "Content-Disposition": f'attachment; filename="{_safe(job_id)}-{number}.ndjson"',
+        }
+        return Response(b"".join(ndjson(lines)), media_type="application/x-ndjson", headers=headers)
+
+    async def diff(self, request: Request) -> Response:
+        """``GET /diff?a=RUN_A&b=RUN_B``: the comparison of ``chatscribe diff``."""
+        run_a, run_b = request.query_params.get("a", ""), request.query_params.get("b", "")
+        if not run_a or not run_b:
+            with self._conn() as conn:
+                runs = queries.list_runs(conn, schema=self._schema)
+            return self._page("diff.html", title="Diff", runs=runs, result=None, a=run_a, b=run_b)
+        try:
+            with self._conn() as conn:
+                jobs_a = load_run(conn, schema=self._schema, run_id=run_a)
+                jobs_b = load_run(conn, schema=self._schema, run_id=run_b)
+        except RunNotFoundError as exc:
+            return self._not_found(str(exc))
+        result = diff_runs(run_a, jobs_a, run_b, jobs_b)
+        cases = sorted(result.cases, key=lambda c: (not c.regressed, _STATE_ORDER[c.state]))
+        rows = [{"case": c, "marks": views.diff_marks(c)} for c in cases]
+        return self._page(
+            "diff.html", title="Diff", runs=[], result=result, rows=rows, a=run_a, b=run_b
+        )
+
+    async def audit(self, request: Request) -> Response:
+        """``GET /audit?user=&view=&since=&until=[&format=csv|json]``: ``chatscribe audit``."""
+        args = request.query_params
+        flt = AuditFilter(
+            since=_when(args.get("since")),
+            until=_when(args.get("until")),
+            user=args.get("user") or None,
+            view=args.get("view") or None,
+        )
+        fmt = args.get("format")
+        if fmt not in ("csv", "json"):
+            return self._audit_page(flt, dict(args), offset=_int(args.get("offset"), 0))
+        with self._conn() as conn:
+            entries = read_entries(conn, schema=self._schema, flt=flt)
+        text = to_csv(entries) if fmt == "csv" else to_json(entries, flt)
+        headers = {**SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="audit.{fmt}"'}
+        media = "text/csv" if fmt == "csv" else "application/json"
+        return Response(text, media_type=f"{media}; charset=utf-8", headers=headers)
+
+    def _audit_page(self, flt: AuditFilter, query: dict[str, str], *, offset: int) -> Response:
+        with self._conn() as conn:
+            total = count_entries(conn, schema=self._schema, flt=flt)
+            entries = read_entries(
+                conn, schema=self._schema, flt=flt, limit=AUDIT_PAGE_SIZE, offset=offset
+            )
+        page = {"total": total, "offset": max(offset, 0), "limit": AUDIT_PAGE_SIZE}
+        return self._page("audit.html", title="Audit", entries=entries, query=query, page=page)
+
+    async def search(self, request: Request) -> Response:
+        """``GET /search?q=words``: full-text search."""
+        text = request.query_params.get("q", "").strip()
+        hits = []
+        if text:
+            with self._conn() as conn:
+                hits = queries.search(conn, schema=self._schema, text=text)
+        return self._page("search.html", title="Search", q=text, hits=hits)
+
+
+def _int(value: str | None, default: Any) -> Any:
+    try:
+        return int(value) if value else default
+    except ValueError:
+        return default
+
+
+def _when(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
