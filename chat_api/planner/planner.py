@@ -55,6 +55,7 @@ from chat_api.planner.reading import (
     UnanswerableError,
     read_question,
 )
+from chat_api.planner.shapes import compared, shared
 from chat_api.planner.specs import Filter, QuerySpec, render_filter, render_semantic_sql
 from chat_api.planner.vocabulary import Vocabulary
 
@@ -103,8 +104,30 @@ def _build_spec(
     filters = tuple(f for f in kept if f.member not in replaced) + filters
     if base is not None:
         measures = measures or base.measures
-    spec = QuerySpec(view, measures, dims, filters)
+    spec = _shaped(QuerySpec(view, measures, dims, filters), reading, base, notes)
     return _ordered(spec, reading, rank, base, notes), notes
+
+
+def _shaped(
+    spec: QuerySpec, reading: Reading, base: QuerySpec | None, notes: list[str]
+) -> QuerySpec:
+    """A share or a comparison, said now or carried from the previous question."""
+    if reading.share:
+        spec = shared(spec, notes)
+    elif base is not None and base.share_of and not reading.asks:
+        spec = _carried_share(spec, base)
+    if reading.compare or (base is not None and base.compare and not reading.dims):
+        spec = compared(spec, notes)
+    return spec
+
+
+def _carried_share(spec: QuerySpec, base: QuerySpec) -> QuerySpec:
+    """Keeps the previous share; a new condition on the part's member replaces the part."""
+    part_members = {f.member for f in base.share_of}
+    new_part = tuple(f for f in spec.filters if f.member in part_members)
+    rest = tuple(f for f in spec.filters if f.member not in part_members)
+    part = tuple(f for f in base.share_of if f.member not in {g.member for g in new_part})
+    return replace(spec, filters=rest, share_of=part + new_part)
 
 
 def _choose_view(reading: Reading, vocabulary: Vocabulary) -> str:

@@ -25,6 +25,9 @@ No view is chosen here; :mod:`chat_api.planner.planner` maps a :class:`Reading` 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from chat_api.planner.calendar import read_clock
 from chat_api.planner.reading_base import (
     COUNTABLE,
     Ask,
@@ -64,6 +67,9 @@ _UNSUPPORTED = {
     "such as 'on March 3'.",
     "cause": "The data has delays but not their causes.",
 }
+_ANYWHERE_FOLLOWUP = frozenset({"instead", "same", "same thing", "same thing for", "same for"})
+_REFERRING = frozenset({"their", "those", "these", "them", "they"})
+"""Words that point back at the previous question wherever they stand."""
 _FLIGHT_VERBS = frozenset({
     "fly", "flies", "flew", "flown", "flying", "operate", "operates", "operated", "operating",
     "serve", "serves", "served",
@@ -88,7 +94,24 @@ class _Reader(ConditionPasses):
         self._read_superlatives()
         self._read_top()
         self._check_leftovers()
+        self._implied_asks()
         return self.r.freeze()
+
+    def _implied_asks(self) -> None:
+        """A comparative's measure ("busier": flights, "warmer": temperature) and, for a question
+        about flights that names no measure ("flights per month from LGA", "top 5
+        destinations"), the number of flights."""
+        if self.r.asks:
+            return
+        if self.r.compare_hint == "flights":
+            self.r.asks.append(Ask("flights", "count", "flights"))
+        elif self.r.compare_hint:
+            self.r.asks.append(Ask(self.r.compare_hint, self.r.lone_agg, self.r.compare_hint))
+        elif not self.r.followup and (
+            self.r.flight_context or self.r.dims or self.r.rank or self.r.conds
+        ):
+            self._note("No measure was named; counting flights.")
+            self.r.asks.append(Ask("flights", "count", "flights"))
 
     def _refuse_unknown(self) -> None:
         for m in self.ms:
@@ -110,14 +133,46 @@ class _Reader(ConditionPasses):
     def _read_markers(self) -> None:
         for i, m in enumerate(self.ms):
             role = role_of(m)
+            word = word_of(m)
             if role == "followup":
-                self.r.followup = self.r.followup or i == 0
+                self.r.followup = self.r.followup or i == 0 or m.word in _ANYWHERE_FOLLOWUP
+            elif m.word in _REFERRING:
+                self.r.followup = True
+            elif role == "compare" and word is not None:
+                self._compare(i, word)
+            elif role == "share":
+                self._share(i)
+            elif role == "cancelled":
+                self.r.conds.append(Condition("cancelled", "equals", (True,), m.text))
+                self.used.add(i)
+                if m.word.endswith("rate"):
+                    self._share(i)
+            elif role == "ontime":
+                self._note(
+                    "On time is read as arriving less than 15 minutes late (the US DOT rule)."
+                )
+                self.r.conds.append(Condition("arr_delay", "lt", (15,), m.text))
+                self.used.add(i)
             elif role == "overall":
                 self.r.overall = True
             elif m.word in _FLIGHT_VERBS:
                 self.r.flight_context = True
             if role in ("followup", "overall"):
                 self.used.add(i)
+
+    def _share(self, i: int) -> None:
+        self.used.add(i)
+        if not self.r.share:
+            self.r.share = True
+            self.r.asks.append(Ask("flights", "count", self.ms[i].text))
+
+    def _compare(self, i: int, word: Word) -> None:
+        self.used.add(i)
+        self.r.compare = True
+        if word.hint and not self.r.compare_hint:
+            self.r.compare_hint = word.hint
+        if word.key in ("asc", "desc"):
+            self.r.rank_phrase = self.r.rank_phrase or self.ms[i].text
 
     # -- measures and breakdowns -----------------------------------------------------------------
 
@@ -340,4 +395,10 @@ def read_question(question: str, vocabulary: Vocabulary) -> Reading:
         UnanswerableError: A word is unknown, a subject is outside the data model, or a number,
             comparator or unit can't be placed.
     """
-    return _Reader(scan(question, vocabulary), vocabulary).read()
+    text, clock = read_clock(question)
+    reading = _Reader(scan(text, vocabulary), vocabulary).read()
+    if not clock:
+        return reading
+    extra = tuple(Condition(c.slot, c.operator, (c.value,), c.phrase) for c in clock)  # type: ignore[arg-type]
+    notes = [f"'{c.phrase}' → {c.slot} {c.operator} {c.value}." for c in clock]
+    return replace(reading, conds=reading.conds + extra, notes=reading.notes + tuple(notes))

@@ -17,7 +17,7 @@ from chat_api.planner.vocabulary import Mention, Number, Vocabulary, Word
 
 Operator = Literal["equals", "notEquals", "in", "gt", "gte", "lt", "lte"]
 Direction = Literal["asc", "desc"]
-Scalar = str | int | float
+Scalar = bool | str | int | float
 
 COUNTABLE = frozenset({
     "flights", "planes", "airlines", "airports", "destinations", "origins", "manufacturers",
@@ -100,6 +100,10 @@ class Reading:
         followup: The question opens with a follow-up word ("and", "what about", "now").
         flight_context: Words that only make sense for flights (fly, flights, "to" a place).
         origin_role: A bare "from"/"out of" without a place ("airports it flies from").
+        compare: "vs", "compare", "which is busier, X or Y": one row per side.
+        compare_hint: What a comparative adjective measures ("busier": ``"flights"``,
+            "warmer": ``"temp"``), or ``""``.
+        share: "percentage", "share", "rate": a part of the flights asked about.
         notes: Reasoning gathered while reading.
     """
 
@@ -116,6 +120,9 @@ class Reading:
     followup: bool = False
     flight_context: bool = False
     origin_role: bool = False
+    compare: bool = False
+    compare_hint: str = ""
+    share: bool = False
     notes: tuple[str, ...] = ()
 
 
@@ -136,6 +143,9 @@ class Draft:
     followup: bool = False
     flight_context: bool = False
     origin_role: bool = False
+    compare: bool = False
+    compare_hint: str = ""
+    share: bool = False
     notes: list[str] = field(default_factory=list)
 
     def freeze(self) -> Reading:

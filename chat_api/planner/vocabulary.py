@@ -16,16 +16,19 @@ pure except :func:`load_vocabulary`, which runs four small queries through a cal
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-ValueKind = Literal["carrier", "airport", "manufacturer", "month", "year"]
+ValueKind = Literal[
+    "carrier", "airport", "manufacturer", "month", "year", "weekday", "quarter", "holiday"
+]
 Role = Literal[
     "metric", "noun", "agg", "superlative", "count", "distinct", "breakdown", "which", "top",
     "comparator", "unit", "place_role", "temporal", "negation", "built", "delay", "direction",
-    "overall", "followup", "unsupported", "filler",
+    "overall", "followup", "unsupported", "filler", "compare", "share", "cancelled", "ontime",
 ]  # fmt: skip
 
 MONTH_NAMES = (
@@ -150,8 +153,10 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("metric", "arr_delay"): "arrival delay, arrival delays, arr delay, arrival delay time",
     ("metric", "dep_delay"): "departure delay, departure delays, dep delay, departure delay time",
     ("metric", "delay"): "delay, delays",
-    ("metric", "distance"): "distance, distances, mileage, miles flown, flight distance",
-    ("metric", "air_time"): "air time, airtime, flight time, time in the air, flight duration",
+    ("metric", "distance"): "distance, distances, mileage, miles flown, flight distance, how far, "
+    "far",
+    ("metric", "air_time"): "air time, airtime, flight time, time in the air, flight duration, "
+    "in the air, airborne",
     ("metric", "temp"): "temperature, temperatures, temp",
     ("metric", "humid"): "humidity, relative humidity",
     ("metric", "wind_speed"): "wind speed, wind speeds, wind",
@@ -176,7 +181,12 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("noun", "observations"): "weather observations, observations, weather records, readings, "
     "weather readings, weather observation",
     ("noun", "months"): "month, months",
-    ("noun", "hours"): "hour of day, hour of the day, departure hour",
+    ("noun", "hours"): "hour of day, hour of the day, departure hour, hour of departure, "
+    "scheduled hour, time of day, departure time, departure times",
+    ("noun", "weekdays"): "day of week, day of the week, days of the week, weekday, week day",
+    ("noun", "quarters"): "quarter, quarters",
+    ("noun", "routes"): "route, routes, city pair, city pairs, origin destination pair, "
+    "origin destination pairs, airport pair, airport pairs",
     ("noun", "days"): "day of month, day of the month",
     ("noun", "years"): "year, years",
     ("noun", "engines"): "engine type, engine types",
@@ -195,7 +205,8 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("superlative", "max:temp"): "hottest, warmest",
     ("superlative", "min:temp"): "coldest",
     ("superlative", "max:wind_speed"): "windiest",
-    ("superlative", "max:flights"): "busiest",
+    ("superlative", "max:flights"): "busiest, most busy",
+    ("superlative", "min:flights"): "least busy, quietest",
     ("count", "count"): "how many, number of, count of, count, counts, total number of",
     ("count", "much"): "how much",
     ("distinct", "distinct"): "distinct, different, unique, separate",
@@ -204,11 +215,13 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("breakdown", "months"): "monthly, month by month, each month, every month",
     ("breakdown", "hours"): "hourly, each hour, every hour, by hour, per hour",
     ("breakdown", "years"): "yearly, annual, annually",
+    ("breakdown", "quarters"): "quarterly",
     ("which", "which"): "which, what",
     ("top", "desc"): "top",
     ("top", "asc"): "bottom",
     ("comparator", "gt"): "more than, over, above, greater than, higher than, longer than, "
-    "later than, exceeding, bigger than, larger than, warmer than, hotter than",
+    "later than, exceeding, bigger than, larger than, warmer than, hotter than, exceeded, exceeds, "
+    "exceed, topped, topping",
     ("comparator", "gte"): "at least, no less than, or more",
     ("comparator", "lt"): "less than, under, below, fewer than, shorter than, lower than, "
     "smaller than, colder than",
@@ -219,6 +232,7 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("unit", "degrees"): "degrees, degree, degrees fahrenheit, f",
     ("unit", "mph"): "mph, miles per hour",
     ("unit", "feet"): "feet, ft",
+    ("unit", "inches"): "inch, inches",
     ("place_role", "origin"): "from, out of, departing, departing from, leaving, leaving from, "
     "originating, originating from, originating at, departed from, flying out of, departs from",
     ("place_role", "dest"): "to, into, arriving, arriving at, arriving in, bound for, "
@@ -232,26 +246,41 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("negation", "not"): "not, except, excluding, other than, besides, apart from, except for",
     ("built", "built"): "built, made, manufactured, produced, built by, made by, "
     "manufactured by, produced by",
-    ("delay", "late"): "delayed, late, delayed by",
+    ("delay", "late"): "delayed, late, delayed by, behind schedule, behind",
     ("delay", "early"): "early, ahead of schedule",
     ("direction", "dep"): "depart, departs, departed, departure, left, took off",
     ("direction", "arr"): "arrive, arrives, arrived, arrival, landed",
     ("overall", "overall"): "overall, in total, altogether, all together, without breakdown, "
-    "in all, no breakdown",
+    "in all, no breakdown, across the whole dataset, across the dataset, in the whole dataset, "
+    "across all flights, in the whole data",
+    ("compare", "compare"): "vs, versus, v, compare, compared, comparing, compared with, "
+    "compared to, against, comparison, comparison of",
+    ("compare", "desc"): "higher, greater, larger, bigger, longer, more, worse",
+    ("compare", "asc"): "lower, smaller, shorter, fewer, less, better",
+    ("compare", "desc:flights"): "busier, more flights",
+    ("compare", "desc:temp"): "warmer, hotter",
+    ("compare", "asc:temp"): "colder, cooler",
+    ("compare", "desc:wind_speed"): "windier",
+    ("share", "share"): "percentage, percent, share, proportion, fraction, rate, ratio, pct, "
+    "percentage of, share of, proportion of, fraction of, percent of, what percent, "
+    "what percentage, what share, what fraction",
+    ("cancelled", "cancelled"): "cancelled, canceled, cancellation, cancellations, cancel, "
+    "got cancelled, were cancelled, was cancelled, cancellation rate",
+    ("ontime", "ontime"): "on time, on-time, ontime, punctual, punctuality, on time rate",
     ("followup", "followup"): "and, what about, how about, now, only, just, same, but, "
-    "instead, also, then, ok, okay, what if, and now, same for, same but",
+    "instead, also, then, ok, okay, what if, and now, same for, same but, same thing for, "
+    "same thing",
     ("unsupported", "money"): "revenue, revenues, price, prices, fare, fares, ticket, tickets, "
     "ticket price, cost, costs, profit, profits, sales, income, money, dollars",
     ("unsupported", "people"): "passenger, passengers, people, customers, customer, crew, "
     "pilot, pilots, travellers, travelers",
-    ("unsupported", "status"): "cancelled, canceled, cancellation, cancellations, cancel, "
-    "diverted, diversion, diversions, on time, punctual, punctuality",
+    ("unsupported", "status"): "diverted, diversion, diversions",
     ("unsupported", "derived"): "median, percentile, percentiles, standard deviation, variance, "
-    "correlation, correlate, correlated, ratio, percentage, percent, share, proportion, rate, "
-    "speed, speeds, route, routes, growth, predict, forecast, why, fuel, emissions",
+    "correlation, correlate, correlated, speed, speeds, growth, predict, forecast, why, fuel, "
+    "emissions, load factor",
     ("unsupported", "time"): "today, yesterday, tomorrow, last week, last month, last year, "
     "this week, this month, this year, next week, next month, next year, recent, recently, "
-    "weekend, weekends, weekday, weekdays, week, weeks, day of week, day of the week",
+    "week, weeks",
     ("unsupported", "cause"): "delayed by weather, due to weather, because of weather, "
     "weather delay, weather delays, delay cause, delay causes, reason, reasons, cause, causes",
     ("unsupported", "daily"): "daily, per day, each day, by day, every day, day by day, by date, "
@@ -267,7 +296,13 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     "whats, whos, hows, theres, lets, let, know, did any, some, ones, one of, more, less, "
     "fewer, where, when, happened, take, took, have been, record, records, scheduled, "
     "altogether there, planes that, flights that, were there, in the data, "
-    "hold, holds, carry, carries, using, used, use, or, while, weather",
+    "hold, holds, carry, carries, using, used, use, or, while, weather, international, intl, "
+    "airport named, table, tables, planes table, them, thing, things, full, name, "
+    "names, full name, full names, spent, busy, rank, ranked, ranking, sort, sorted, order, "
+    "in hours with, during hours with, hours with, in hours when, hours when, in rain, "
+    "in the rain, rainy, morning, evening, afternoon, departures were there, single, covered, "
+    "cover, covers, sends, send, sent, at departure, which is, with their, along with, "
+    "together with, is it, leave",
 })  # fmt: skip
 """Phrase (lower-case words) -> meaning. Longer phrases win over shorter ones when scanning."""
 
@@ -286,7 +321,10 @@ _CITIES = {
     "fort lauderdale": "FLL", "washington": "DCA IAD", "washington national": "DCA",
     "reagan": "DCA", "dulles": "IAD", "washington dulles": "IAD", "detroit": "DTW",
     "dallas": "DFW", "dallas fort worth": "DFW", "raleigh": "RDU", "houston": "IAH HOU",
-    "houston hobby": "HOU", "hobby": "HOU", "minneapolis": "MSP", "west palm beach": "PBI",
+    "houston hobby": "HOU", "hobby": "HOU", "houston intercontinental": "IAH",
+    "bush intercontinental": "IAH", "houston bush": "IAH", "seatac": "SEA", "sea tac": "SEA",
+    "la guardia": "LGA", "o hare": "ORD", "chicago o hare": "ORD", "idlewild": "JFK",
+    "minneapolis": "MSP", "west palm beach": "PBI",
     "las vegas": "LAS", "vegas": "LAS", "san juan": "SJU", "buffalo": "BUF", "phoenix": "PHX",
     "cleveland": "CLE", "st louis": "STL", "saint louis": "STL", "cincinnati": "CVG",
     "seattle": "SEA", "new orleans": "MSY", "columbus": "CMH", "charleston": "CHS",
@@ -308,6 +346,7 @@ _NAME_SUFFIXES = _word_set(
 )
 _MANUFACTURER_SUFFIXES = _NAME_SUFFIXES | {"aircraft", "industrie", "aerospace", "design"}
 _TOKEN = re.compile(r"\d+(?:,\d{3})+(?:\.\d+)?(?![A-Za-z])|\d+\.\d+|[A-Za-z0-9]+")
+_POSSESSIVE = re.compile(r"(\w)['’]s\b")
 _NUMBER = re.compile(r"(\d+(?:,\d{3})*(?:\.\d+)?)(st|nd|rd|th)?", re.IGNORECASE)
 
 
@@ -317,6 +356,7 @@ def tokenize(text: str) -> list[str]:
     Returns:
         Tokens as written: ``"1,000 miles from JFK"`` -> ``["1,000", "miles", "from", "JFK"]``.
     """
+    text = _POSSESSIVE.sub(r"\1", text)
     return _TOKEN.findall(re.sub(r"['’`]", "", text))
 
 
@@ -374,6 +414,9 @@ def build_vocabulary(
             phrases[_words(phrase)] = codes[code]
     phrases.update(_city_phrases(airport_names))
     phrases.update(_month_phrases())
+    from chat_api.planner.calendar import calendar_phrases  # calendar imports this module
+
+    phrases.update(calendar_phrases(int(year) for year in years))
     return Vocabulary(
         carriers=carrier_names,
         airports=airport_names,
@@ -493,16 +536,102 @@ def _mention_at(
     if number:
         value = float(number.group(1).replace(",", ""))
         return Mention(token, Number(value, ordinal=number.group(2) is not None)), 1
+    longer = _phrase_at(tokens, words, i, vocabulary, smallest=2)
+    if longer is not None:
+        return longer
     if token in vocabulary.codes and token.isupper():
         return Mention(token, vocabulary.codes[token]), 1
-    for size in range(min(_MAX_PHRASE_WORDS, len(tokens) - i), 0, -1):
+    found = _phrase_at(tokens, words, i, vocabulary, smallest=1)
+    if found is not None:
+        return found
+    if words[i] in _NUMBER_WORDS:
+        return Mention(token, Number(float(_NUMBER_WORDS.index(words[i])))), 1
+    return _fallback(token, words[i], vocabulary), 1
+
+
+def _phrase_at(
+    tokens: Sequence[str], words: Sequence[str], i: int, vocabulary: Vocabulary, *, smallest: int
+) -> tuple[Mention, int] | None:
+    for size in range(min(_MAX_PHRASE_WORDS, len(tokens) - i), smallest - 1, -1):
         key = tuple(words[i : i + size])
         text = " ".join(tokens[i : i + size])
         meaning: Word | Value | None = LEXICON.get(key) or vocabulary.phrases.get(key)
-        if key == ("may",) and not (i > 0 and (words[i - 1] in _MAY_CONTEXT or token == "May")):
+        if key == ("may",) and not (i > 0 and (words[i - 1] in _MAY_CONTEXT or tokens[i] == "May")):
             meaning = None
         if meaning is not None:
             return Mention(text, meaning), size
-    if words[i] in _NUMBER_WORDS:
-        return Mention(token, Number(float(_NUMBER_WORDS.index(words[i])))), 1
-    return Mention(token, None), 1
+    return None
+
+
+_FUZZY_MIN_SCORE = 88.0
+_FUZZY_MIN_LENGTH = 5
+
+
+def _fallback(token: str, word: str, vocabulary: Vocabulary) -> Mention:
+    """An unknown token: its singular ("Mondays" -> "monday", via ``inflect``), a number word
+    ("thirty" via ``word2number``), or a close spelling of a one-word phrase ("Laguadia", via
+    ``rapidfuzz``, score at least 88 of 100 and five letters or more); else unrecognised."""
+    singular = _singular(word)
+    if singular:
+        meaning = LEXICON.get((singular,)) or vocabulary.phrases.get((singular,))
+        if meaning is not None:
+            return Mention(token, meaning)
+    number = _number_word(word)
+    if number is not None:
+        return Mention(token, Number(number))
+    if len(word) >= _FUZZY_MIN_LENGTH and word.isalpha():
+        match = _fuzzy(word, vocabulary)
+        if match is not None:
+            return Mention(token, match)
+    return Mention(token, None)
+
+
+@functools.cache
+def _inflect_engine() -> Any:
+    import inflect
+
+    return inflect.engine()
+
+
+def _singular(word: str) -> str:
+    found = _inflect_engine().singular_noun(word) if word.isalpha() else False
+    return found if isinstance(found, str) else ""
+
+
+def _number_word(word: str) -> float | None:
+    from word2number import w2n  # type: ignore[import-untyped]
+
+    if not word.isalpha() or word in ("point",):
+        return None
+    try:
+        return float(w2n.word_to_num(word))
+    except ValueError:
+        return None
+
+
+def _fuzzy(word: str, vocabulary: Vocabulary) -> Word | Value | None:
+    from rapidfuzz import fuzz, process, utils
+
+    choices = _single_words(vocabulary)
+    best = process.extractOne(
+        word, choices, scorer=fuzz.ratio, processor=utils.default_process,
+        score_cutoff=_FUZZY_MIN_SCORE,
+    )  # fmt: skip
+    if best is None:
+        return None
+    key = (best[0],)
+    return LEXICON.get(key) or vocabulary.phrases.get(key)
+
+
+_SINGLE_WORDS: dict[int, list[str]] = {}
+
+
+def _single_words(vocabulary: Vocabulary) -> list[str]:
+    found = _SINGLE_WORDS.get(id(vocabulary.phrases))
+    if found is None:
+        words = {k[0] for k in LEXICON if len(k) == 1 and len(k[0]) >= _FUZZY_MIN_LENGTH}
+        words |= {
+            k[0] for k in vocabulary.phrases if len(k) == 1 and len(k[0]) >= _FUZZY_MIN_LENGTH
+        }
+        found = _SINGLE_WORDS[id(vocabulary.phrases)] = sorted(words)
+    return found
