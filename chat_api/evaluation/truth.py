@@ -19,6 +19,7 @@ with ``>``, ``>=``, ``<``, ``<=`` or ``!=`` (compared as a number when it reads 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -128,7 +129,8 @@ def _grouped(data: pd.DataFrame, spec: Mapping[str, Any]) -> Truth:
         found.append((keys, _aggregate(group, agg, spec), group.iloc[0]))
     order = spec.get("order")
     if order in ("desc", "asc"):
-        found.sort(key=lambda item: item[1], reverse=order == "desc")
+        sign = -1.0 if order == "desc" else 1.0
+        found.sort(key=lambda item: (math.isnan(item[1]), sign * item[1]))
     limit = spec.get("limit")
     if limit is not None:
         found = found[: int(limit)]

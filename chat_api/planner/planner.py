@@ -205,6 +205,8 @@ def _aggregated_member(ask: Ask, has_dims: bool, notes: list[str]) -> tuple[str,
         rank = ask.superlative
     elif ask.superlative is not None:
         agg = "max" if ask.superlative == "desc" else "min"
+    if agg is None and ask.superlative is not None and ask.subject == "distance" and has_dims:
+        agg = "max"  # "the farthest destination": the longest flight to it
     if agg is None:
         agg = next(iter(members))
         notes.append(f"No aggregation was named for {label}; using the {AGG_WORDS[agg]}.")

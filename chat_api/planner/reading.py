@@ -68,12 +68,21 @@ _UNSUPPORTED = {
     "cause": "The data has delays but not their causes.",
 }
 _ANYWHERE_FOLLOWUP = frozenset({"instead", "same", "same thing", "same thing for", "same for"})
-_REFERRING = frozenset({"their", "those", "these", "them", "they"})
+_REFERRING = frozenset({"their", "those", "these", "they"})
 """Words that point back at the previous question wherever they stand."""
 _FLIGHT_VERBS = frozenset({
     "fly", "flies", "flew", "flown", "flying", "operate", "operates", "operated", "operating",
     "serve", "serves", "served",
 })  # fmt: skip
+
+
+_OWN_ENTITY = {"plane_year": "planes", "seats": "planes", "alt": "airports"}
+
+
+def _own_entity(noun: Word, superlative: Word) -> bool:
+    """True for "the oldest plane" (the plane's own year, not a ranking of planes) and for
+    "the longest flight"."""
+    return noun.key == "flights" or _OWN_ENTITY.get(superlative.hint) == noun.key
 
 
 class _Reader(ConditionPasses):
@@ -97,6 +106,19 @@ class _Reader(ConditionPasses):
         self._implied_asks()
         return self.r.freeze()
 
+    @property
+    def _words(self) -> set[str]:
+        return {m.word for m in self.ms}
+
+    def _late_agg(self, word: Word | None) -> bool:
+        """An aggregation said after its metric ("how far is the *average* flight", "windiest
+        on average") sets the metric's aggregation when none was said."""
+        last = self.r.asks[-1] if self.r.asks else None
+        if word is None or last is None or last.agg is not None or last.subject in COUNTABLE:
+            return False
+        self.r.asks[-1] = Ask(last.subject, word.key, last.phrase, last.superlative)
+        return True
+
     def _implied_asks(self) -> None:
         """A comparative's measure ("busier": flights, "warmer": temperature) and, for a question
         about flights that names no measure ("flights per month from LGA", "top 5
@@ -107,8 +129,10 @@ class _Reader(ConditionPasses):
             self.r.asks.append(Ask("flights", "count", "flights"))
         elif self.r.compare_hint:
             self.r.asks.append(Ask(self.r.compare_hint, self.r.lone_agg, self.r.compare_hint))
-        elif not self.r.followup and (
-            self.r.flight_context or self.r.dims or self.r.rank or self.r.conds
+        elif (
+            not self.r.followup
+            and "weather" not in self._words
+            and (self.r.flight_context or self.r.dims or self.r.rank or self.r.conds)
         ):
             self._note("No measure was named; counting flights.")
             self.r.asks.append(Ask("flights", "count", "flights"))
@@ -153,6 +177,8 @@ class _Reader(ConditionPasses):
                 )
                 self.r.conds.append(Condition("arr_delay", "lt", (15,), m.text))
                 self.used.add(i)
+                if m.word.endswith("rate"):
+                    self._share(i)
             elif role == "overall":
                 self.r.overall = True
             elif m.word in _FLIGHT_VERBS:
@@ -210,6 +236,8 @@ class _Reader(ConditionPasses):
         elif before is not None and before.role == "count":
             agg = self._counted_metric(word, before, p)
             said.append(p)
+        elif before is not None and before == Word("breakdown", "") and self.r.rank is not None:
+            self.used.add(p)  # "rank the airports *by* average delay": the ranking's measure
         elif before is not None and before == Word("breakdown", ""):
             raise UnanswerableError(
                 f"Grouping by '{self.ms[i].text}' values is not supported; group by carrier, "
@@ -255,6 +283,8 @@ class _Reader(ConditionPasses):
             self._count(i, word, cue_index)
         elif cue is not None and cue_role == "superlative" and cue.hint in ("", "flights"):
             self._ranked_noun(i, word, cue, cue_index)
+        elif cue is not None and cue_role == "superlative" and not _own_entity(word, cue):
+            self._ranked_by_metric(i, word, cue, cue_index)
         elif after is not None and after.role == "count":
             self._count(i, word, self._step(i, 1))
         elif word.key == "flights":
@@ -323,6 +353,16 @@ class _Reader(ConditionPasses):
         else:
             self._count(i, word, cue_index)
 
+    def _ranked_by_metric(self, i: int, word: Word, cue: Word, cue_index: int) -> None:
+        """Reads "the coldest month", "the windiest airport": group by the noun, rank by the
+        superlative's metric."""
+        direction: Direction = "desc" if cue.key == "max" else "asc"
+        self._dimension(i, word, -1, None)
+        self.used.add(cue_index)
+        self.r.rank, self.r.rank_phrase = direction, self.ms[cue_index].text
+        self.r.singular = not self.ms[i].word.endswith("s")
+        self.r.asks.append(Ask(cue.hint, None, self.ms[cue_index].text, direction))
+
     def _read_superlatives(self) -> None:
         for i, m in enumerate(self.ms):
             word = word_of(m)
@@ -369,6 +409,8 @@ class _Reader(ConditionPasses):
                 raise UnanswerableError(f"I can't tell what '{m.text}' measures here.")
             elif role == "breakdown" and m.word != "by":
                 raise UnanswerableError(f"I can't tell what '{m.text}' groups by here.")
+            elif role == "agg" and self._late_agg(word):
+                continue
             elif role == "agg" and self.r.asks:
                 raise UnanswerableError(
                     f"'{m.text}' of a count (per month, per day...) needs a second aggregation "

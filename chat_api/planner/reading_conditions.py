@@ -104,6 +104,8 @@ class ConditionPasses(Cursor):
         while role_of(self._at(before)) == "filler" or said_of(self._at(before)) in _SUBJECT_GLUE:
             before -= 1
         after = self._step(max(i, *span), 1)
+        if said_of(self._at(after)) in _SUBJECT_GLUE and role_of(self._at(after + 1)) == "metric":
+            after += 1  # "more than 0.3 inches *of* precipitation"
         if role_of(self._at(after)) == "noun":
             raise UnanswerableError(
                 f"Conditions on counts such as '{self.ms[i].text} {self.ms[span[0]].text} "

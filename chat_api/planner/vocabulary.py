@@ -152,7 +152,7 @@ def _lexicon(table: Mapping[tuple[Role, str], str]) -> dict[tuple[str, ...], Wor
 LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("metric", "arr_delay"): "arrival delay, arrival delays, arr delay, arrival delay time",
     ("metric", "dep_delay"): "departure delay, departure delays, dep delay, departure delay time",
-    ("metric", "delay"): "delay, delays",
+    ("metric", "delay"): "delay, delays, how late, how delayed, lateness",
     ("metric", "distance"): "distance, distances, mileage, miles flown, flight distance, how far, "
     "far",
     ("metric", "air_time"): "air time, airtime, flight time, time in the air, flight duration, "
@@ -176,6 +176,7 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("noun", "origins"): "origin, origins, origin airport, origin airports, departure airport, "
     "departure airports",
     ("noun", "manufacturers"): "manufacturer, manufacturers, maker, makers, plane manufacturer, "
+    "manufacturer planes, manufacturers planes, manufacturer aircraft, "
     "plane manufacturers",
     ("noun", "models"): "model, models, plane model, plane models, aircraft model",
     ("noun", "observations"): "weather observations, observations, weather records, readings, "
@@ -215,9 +216,11 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("breakdown", "months"): "monthly, month by month, each month, every month",
     ("breakdown", "hours"): "hourly, each hour, every hour, by hour, per hour",
     ("breakdown", "years"): "yearly, annual, annually",
-    ("breakdown", "quarters"): "quarterly",
-    ("which", "which"): "which, what",
-    ("top", "desc"): "top",
+    ("breakdown", "quarters"): "quarterly, by quarter, per quarter, each quarter",
+    ("breakdown", "weekdays"): "by day of week, by day of the week, per day of week, "
+    "per day of the week, by weekday, per weekday, each day of the week",
+    ("which", "which"): "which, what, names of, names of the, list of, list of the",
+    ("top", "desc"): "top, rank, ranked, ranking, rank the, sort, sorted, order",
     ("top", "asc"): "bottom",
     ("comparator", "gt"): "more than, over, above, greater than, higher than, longer than, "
     "later than, exceeding, bigger than, larger than, warmer than, hotter than, exceeded, exceeds, "
@@ -298,9 +301,10 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     "altogether there, planes that, flights that, were there, in the data, "
     "hold, holds, carry, carries, using, used, use, or, while, weather, international, intl, "
     "airport named, table, tables, planes table, them, thing, things, full, name, "
-    "names, full name, full names, spent, busy, rank, ranked, ranking, sort, sorted, order, "
+    "names, spent, busy, "
     "in hours with, during hours with, hours with, in hours when, hours when, in rain, "
-    "in the rain, rainy, morning, evening, afternoon, departures were there, single, covered, "
+    "in the rain, rainy, morning, evening, afternoon, single, covered, counting, counted, "
+    "in the hour, that hour, in that hour, "
     "cover, covers, sends, send, sent, at departure, which is, with their, along with, "
     "together with, is it, leave",
 })  # fmt: skip
