@@ -103,9 +103,16 @@ def _build_spec(
     replaced = {f.member for f in filters}
     filters = tuple(f for f in kept if f.member not in replaced) + filters
     if base is not None:
-        measures = measures or base.measures
+        measures = _same_delay(measures, reading, base) or base.measures
     spec = _shaped(QuerySpec(view, measures, dims, filters), reading, base, notes)
     return _ordered(spec, reading, rank, base, notes), notes
+
+
+def _same_delay(measures: tuple[str, ...], reading: Reading, base: QuerySpec) -> tuple[str, ...]:
+    """A bare "delay" in a follow-up about departure delays stays the departure delay."""
+    if reading.bare_delay and any("dep_delay" in m for m in base.measures):
+        return tuple(m.replace("arr_delay", "dep_delay") for m in measures)
+    return measures
 
 
 def _shaped(

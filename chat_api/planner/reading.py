@@ -273,7 +273,11 @@ class _Reader(ConditionPasses):
         cue_role = cue.role if cue is not None else ""
         after = word_of(self._at(self._step(i, 1)))
         named = any(isinstance(m.meaning, Value) for m in self.ms[cue_index + 1 : i])
-        if cue_role in ("which", "top") or (cue == Word("breakdown", "") and not named):
+        if word.key == "flights" and after is not None and after.role == "count":
+            self._count(i, word, self._step(i, 1))  # "what's the flight count ..."
+        elif cue_role == "compare" and word.key in COUNTABLE:
+            self._count(i, word, cue_index)  # "which had more departures"
+        elif cue_role in ("which", "top") or (cue == Word("breakdown", "") and not named):
             self._dimension(i, word, cue_index, number)
         elif self._continues_breakdown(cue_index):
             self._dimension(i, word, -1, None)
@@ -349,6 +353,10 @@ class _Reader(ConditionPasses):
             self.used.update({i, cue_index})
             self.r.asks.append(Ask("flights", "count", self.ms[cue_index].text))
             self.r.dims.append(Breakdown(word.key, self.ms[i].text))
+            self.r.singular = not self.ms[i].word.endswith("s")
+        elif word.key not in COUNTABLE:
+            self._dimension(i, word, -1, None)  # "the worst month for arrival delays"
+            self.used.add(cue_index)
             self.r.singular = not self.ms[i].word.endswith("s")
         else:
             self._count(i, word, cue_index)

@@ -104,6 +104,7 @@ class Reading:
         compare_hint: What a comparative adjective measures ("busier": ``"flights"``,
             "warmer": ``"temp"``), or ``""``.
         share: "percentage", "share", "rate": a part of the flights asked about.
+        bare_delay: "delay" was said without arrival or departure (read as arrival).
         notes: Reasoning gathered while reading.
     """
 
@@ -123,6 +124,7 @@ class Reading:
     compare: bool = False
     compare_hint: str = ""
     share: bool = False
+    bare_delay: bool = False
     notes: tuple[str, ...] = ()
 
 
@@ -146,6 +148,7 @@ class Draft:
     compare: bool = False
     compare_hint: str = ""
     share: bool = False
+    bare_delay: bool = False
     notes: list[str] = field(default_factory=list)
 
     def freeze(self) -> Reading:

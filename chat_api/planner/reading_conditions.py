@@ -154,6 +154,7 @@ class ConditionPasses(Cursor):
                 if word.key in ("arr", "arr_delay"):
                     return "arr_delay"
         self._note("'Delayed' is read as the arrival delay (the delay passengers see).")
+        self.r.bare_delay = True
         return "arr_delay"
 
     def _read_delay_words(self) -> None:

@@ -208,7 +208,8 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("superlative", "max:wind_speed"): "windiest",
     ("superlative", "max:flights"): "busiest, most busy",
     ("superlative", "min:flights"): "least busy, quietest",
-    ("count", "count"): "how many, number of, count of, count, counts, total number of",
+    ("count", "count"): "how many, number of, count of, count, counts, total number of, volume, "
+    "volumes, traffic, flight volume",
     ("count", "much"): "how much",
     ("distinct", "distinct"): "distinct, different, unique, separate",
     ("breakdown", ""): "by, per, for each, for every, each, every, across, broken down by, "
@@ -265,7 +266,8 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("compare", "asc:temp"): "colder, cooler",
     ("compare", "desc:wind_speed"): "windier",
     ("share", "share"): "percentage, percent, share, proportion, fraction, rate, ratio, pct, "
-    "percentage of, share of, proportion of, fraction of, percent of, what percent, "
+    "percentage of, share of, proportion of, fraction of, percent of, what percent, how often, "
+    "as a percentage, as a percent, in percent, "
     "what percentage, what share, what fraction",
     ("cancelled", "cancelled"): "cancelled, canceled, cancellation, cancellations, cancel, "
     "got cancelled, were cancelled, was cancelled, cancellation rate",
@@ -304,7 +306,7 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     "names, spent, busy, "
     "in hours with, during hours with, hours with, in hours when, hours when, in rain, "
     "in the rain, rainy, morning, evening, afternoon, single, covered, counting, counted, "
-    "in the hour, that hour, in that hour, "
+    "in the hour, that hour, in that hour, vary, varied, change, changed, evolve, evolved, "
     "cover, covers, sends, send, sent, at departure, which is, with their, along with, "
     "together with, is it, leave",
 })  # fmt: skip
