@@ -45,7 +45,8 @@ def comparison_sentence(plan: Plan, records: Sequence[dict[str, Any]]) -> str:
         return text + f" {top} and {second} are equal."
     word = "more" if member in COUNT_LABELS else "higher"
     gap = format_value(member, top_value - second_value, unit=True)
-    return text + f" **{top}** has the {word} value ({gap} {word} than {second})."
+    verb = "has more" if word == "more" else "is higher"
+    return text + f" **{top}** {verb} ({gap} {word} than {second})."
 
 
 _SIDE_PREFIXES = ("for ", "from ", "to ", "in ", "at ", "with ")
