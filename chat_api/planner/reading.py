@@ -370,6 +370,11 @@ class _Reader(ConditionPasses):
         self.r.rank, self.r.rank_phrase = direction, self.ms[cue_index].text
         self.r.singular = not self.ms[i].word.endswith("s")
         self.r.asks.append(Ask(cue.hint, None, self.ms[cue_index].text, direction))
+        before = self._step(cue_index, -1)
+        number = number_of(self._at(before))
+        if number is not None and before not in self.used:
+            self.used.add(before)  # "the 3 longest routes"
+            self.r.limit = int(number)
 
     def _read_superlatives(self) -> None:
         for i, m in enumerate(self.ms):
