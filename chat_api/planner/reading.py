@@ -125,7 +125,11 @@ class _Reader(ConditionPasses):
         destinations"), the number of flights."""
         if self.r.asks:
             return
-        if self.r.compare_hint == "flights":
+        counted = any(
+            role_of(m) == "count" and word_of(m) == Word("count", "count") and i not in self.used
+            for i, m in enumerate(self.ms)
+        )
+        if self.r.compare_hint == "flights" or counted:  # "how many of those were there?"
             self.r.asks.append(Ask("flights", "count", "flights"))
         elif self.r.compare_hint:
             self.r.asks.append(Ask(self.r.compare_hint, self.r.lone_agg, self.r.compare_hint))
