@@ -41,7 +41,9 @@ def warehouse(warehouse_path: Path) -> Iterator[Warehouse]:
 @pytest.fixture(scope="session")
 def analyst_toolbox(model: SemanticModel, warehouse: Warehouse) -> Toolbox:
     """The agent's toolbox on the shared model and warehouse (issue 11 tests)."""
-    return Toolbox(model=model, vocabulary=load_vocabulary(warehouse.query_raw), warehouse=warehouse)
+    return Toolbox(
+        model=model, vocabulary=load_vocabulary(warehouse.query_raw), warehouse=warehouse
+    )
 
 
 @pytest.fixture

@@ -45,7 +45,8 @@ def test_a_restricted_users_rows_are_their_own(analyst_toolbox: Toolbox) -> None
     asked = ask(analyst_toolbox, "top 3 destinations", user=JFK)
     expected = hand(
         analyst_toolbox,
-        "SELECT dest, count(*) FROM flights WHERE origin = 'JFK' GROUP BY 1 ORDER BY 2 DESC LIMIT 3",
+        "SELECT dest, count(*) FROM flights WHERE origin = 'JFK' "
+        "GROUP BY 1 ORDER BY 2 DESC LIMIT 3",
     )
     assert [[r["dest"], r["count"]] for r in asked.records()] == [list(r) for r in expected]
     assert "access is limited to flights from JFK" in asked.answer
@@ -72,4 +73,6 @@ def test_access_check_narrows_a_share_and_keeps_other_views() -> None:
     assert check.spec is not None
     assert check.spec.filters == (Filter("flights.origin", "equals", ("JFK",)),)
     weather = QuerySpec("weather", ("weather.avg_temp",))
-    assert access_check(weather, visible=frozenset(), origins=origins, attributes={}).spec == weather
+    assert (
+        access_check(weather, visible=frozenset(), origins=origins, attributes={}).spec == weather
+    )

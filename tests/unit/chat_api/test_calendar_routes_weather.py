@@ -26,11 +26,13 @@ from tests.unit.chat_api.analyst_support import ask, hand, one
         ("flights during the last week of February", "month = 2 AND day BETWEEN 22 AND 28"),
         ("count flights on Saturdays", "dayname(time_hour) = 'Saturday'"),
         ("How many departures from JFK before 6 in the morning?", "origin = 'JFK' AND hour < 6"),
-        ("How many evening departures (6pm or later) from Newark?", "origin = 'EWR' AND hour >= 18"),
+        ("How many evening departures (6pm or later) from Newark?",
+         "origin = 'EWR' AND hour >= 18"),
         ("How many morning departures were there, scheduled before noon?", "hour < 12"),
         ("how many flights in the afternoon from LGA", "origin = 'LGA' AND hour BETWEEN 12 AND 16"),
         ("How many flights in the second half of the year?", "month >= 7"),
-        ("flights from LaGuardia to Atlanta in the first quarter", "origin = 'LGA' AND dest = 'ATL' "
+        ("flights from LaGuardia to Atlanta in the first quarter",
+         "origin = 'LGA' AND dest = 'ATL' "
          "AND month <= 3"),
         ("How many flights in Q4?", "month >= 10"),
     ],
@@ -59,7 +61,9 @@ def test_average_on_a_named_holiday(analyst_toolbox: Toolbox) -> None:
          "SELECT hour, count(*) FROM flights WHERE origin = 'JFK' GROUP BY 1"),
     ],
 )  # fmt: skip
-def test_calendar_breakdowns(analyst_toolbox: Toolbox, question: str, column: str, sql: str) -> None:
+def test_calendar_breakdowns(
+    analyst_toolbox: Toolbox, question: str, column: str, sql: str
+) -> None:
     asked = ask(analyst_toolbox, question)
     expected = {row[0]: row[1] for row in hand(analyst_toolbox, sql)}
     got = {r[column]: r[asked.columns[-1]] for r in asked.records()}

@@ -121,7 +121,9 @@ def test_shares_are_part_over_whole_from_two_queries(
     assert "cancelled flights included" in asked.answer
 
 
-def test_semantic_sql_can_ask_the_new_measures(model: SemanticModel, analyst_toolbox: Toolbox) -> None:
+def test_semantic_sql_can_ask_the_new_measures(
+    model: SemanticModel, analyst_toolbox: Toolbox
+) -> None:
     compiled = compile_semantic_sql(
         "SELECT flights.origin AS origin, MEASURE(flights.cancelled_count) AS c, "
         "MEASURE(flights.departed_count) AS d, MEASURE(flights.cancellation_rate) AS r "

@@ -18,8 +18,10 @@ Turn = tuple[str, str, str]
 
 CHAINS: dict[str, list[Turn]] = {
     "their/those": [
-        ("How many flights did JetBlue run out of JFK?", "count(*)", "carrier='B6' AND origin='JFK'"),
-        ("what was their average departure delay?", "avg(dep_delay)", "carrier='B6' AND origin='JFK'"),
+        ("How many flights did JetBlue run out of JFK?", "count(*)",
+         "carrier='B6' AND origin='JFK'"),
+        ("what was their average departure delay?", "avg(dep_delay)",
+         "carrier='B6' AND origin='JFK'"),
         ("and for those going to Boston?", "avg(dep_delay)",
          "carrier='B6' AND origin='JFK' AND dest='BOS'"),
         ("what was their maximum arrival delay?", "max(arr_delay)",
@@ -30,7 +32,8 @@ CHAINS: dict[str, list[Turn]] = {
          "carrier='B6' AND origin='JFK' AND dest='BOS' AND month=3"),
     ],
     "same thing for X": [
-        ("average arrival delay for Delta to Atlanta", "avg(arr_delay)", "carrier='DL' AND dest='ATL'"),
+        ("average arrival delay for Delta to Atlanta", "avg(arr_delay)",
+         "carrier='DL' AND dest='ATL'"),
         ("same thing for United", "avg(arr_delay)", "carrier='UA' AND dest='ATL'"),
         ("same thing for Denver", "avg(arr_delay)", "carrier='UA' AND dest='DEN'"),
         ("same thing in July", "avg(arr_delay)", "carrier='UA' AND dest='DEN' AND month=7"),
