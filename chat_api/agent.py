@@ -32,7 +32,14 @@ from typing import Any
 
 from chat_api.planner.access import PROBE_SQL, AccessCheck, access_check
 from chat_api.planner.answers import compose_answer, compose_cannot_answer, vega_spec
-from chat_api.planner.planner import CannotAnswer, Plan, QuerySpec, plan_question
+from chat_api.planner.planner import (
+    CannotAnswer,
+    Plan,
+    QuerySpec,
+    QuestionReader,
+    plan_question,
+    rule_reader,
+)
 from chat_api.planner.plans import build_plan, describe_filter
 from chat_api.planner.shape_answers import share_answer
 from chat_api.planner.specs import PlanState, plan_state, share_specs, spec_from_state
@@ -64,11 +71,14 @@ class Toolbox:
         model: The semantic data model (views, members, access policies).
         vocabulary: Words of the data the planner recognises (carriers, airports, months).
         warehouse: Runs compiled queries on the DuckDB file.
+        reader: Reads a question into a structured query (the deterministic rule reader by
+            default); the safety rules after it do not depend on which reader it is.
     """
 
     model: SemanticModel
     vocabulary: Vocabulary
     warehouse: Warehouse
+    reader: QuestionReader = rule_reader
 
 
 @dataclass(frozen=True)
@@ -142,6 +152,7 @@ class Turn:
             request.question,
             vocabulary=self._toolbox.vocabulary,
             previous=spec_from_state(request.previous),
+            reader=self._toolbox.reader,
         )
         reasoning: Sequence[str]
         if isinstance(outcome, CannotAnswer):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Protocol
 
 from chat_api.planner.followups import carried_filters, check_changes, reaggregated
 from chat_api.planner.members import (
@@ -60,9 +61,25 @@ from chat_api.planner.specs import Filter, QuerySpec, render_filter, render_sema
 from chat_api.planner.vocabulary import Vocabulary
 
 __all__ = [
-    "COUNT_LABELS", "DIMENSION_LABELS", "MEASURES", "METRICS", "SUGGESTIONS", "TIME_DIMENSIONS",
-    "CannotAnswer", "ChartHint", "Filter", "MeasureInfo", "Plan", "QuerySpec", "build_plan",
-    "column_name", "describe_filter", "plan_question", "render_semantic_sql",
+    "COUNT_LABELS",
+    "DIMENSION_LABELS",
+    "MEASURES",
+    "METRICS",
+    "SUGGESTIONS",
+    "TIME_DIMENSIONS",
+    "CannotAnswer",
+    "ChartHint",
+    "Filter",
+    "MeasureInfo",
+    "Plan",
+    "QuerySpec",
+    "QuestionReader",
+    "build_plan",
+    "column_name",
+    "describe_filter",
+    "plan_question",
+    "render_semantic_sql",
+    "rule_reader",
 ]  # fmt: skip
 
 _FLIGHT_SLOTS = frozenset({"carrier", "origin", "dest", "arr_delay", "dep_delay", "distance"})
@@ -298,8 +315,41 @@ def _ordered(
     return replace(spec, order=((primary, "desc"),), limit=reading.limit)
 
 
+class QuestionReader(Protocol):
+    """Reads a question into a structured query: what every reader of the agent provides.
+
+    The query (:class:`QuerySpec`: view, measures, dimensions, filters, order, limit, comparison
+    sides, a share's part) is all that leaves the reader; what follows it (row-level security
+    said out loud, the access policy, the SQL guard, compilation and the answer) is the same
+    whichever reader produced it, so a language-model reader can be added behind this interface
+    without touching the safety rules.
+    """
+
+    def __call__(
+        self, question: str, *, vocabulary: Vocabulary, previous: QuerySpec | None
+    ) -> tuple[QuerySpec, list[str]]:
+        """Returns: the query and the reasoning sentences.
+
+        Raises:
+            UnanswerableError: The question can't be read without guessing; ``reason`` says
+                why, naming the word or subject.
+        """
+        ...
+
+
+def rule_reader(
+    question: str, *, vocabulary: Vocabulary, previous: QuerySpec | None
+) -> tuple[QuerySpec, list[str]]:
+    """The deterministic reader (:func:`read_question`, then the mapping onto the model)."""
+    return _build_spec(read_question(question, vocabulary), vocabulary, previous)
+
+
 def plan_question(
-    question: str, *, vocabulary: Vocabulary, previous: QuerySpec | None = None
+    question: str,
+    *,
+    vocabulary: Vocabulary,
+    previous: QuerySpec | None = None,
+    reader: QuestionReader = rule_reader,
 ) -> Plan | CannotAnswer:
     """Plans a question: maps it onto one view of the data model, or explains why it can't.
 
@@ -308,6 +358,7 @@ def plan_question(
         vocabulary: Values to recognise (:func:`chat_api.planner.vocabulary.load_vocabulary`).
         previous: The previous query of the thread; a follow-up ("and only from JFK?", "now by
             month", "what about Delta?") changes it instead of starting afresh.
+        reader: Reads the question into a query (:class:`QuestionReader`).
 
     Returns:
         A :class:`Plan`, or a :class:`CannotAnswer` with the reason and example questions when a
@@ -315,8 +366,7 @@ def plan_question(
         condition can't be placed, or the measures span views. Never raises for a question.
     """
     try:
-        reading = read_question(question, vocabulary)
-        spec, notes = _build_spec(reading, vocabulary, previous)
+        spec, notes = reader(question, vocabulary=vocabulary, previous=previous)
     except UnanswerableError as exc:
         return CannotAnswer(question, exc.reason)
     return build_plan(question, spec, vocabulary=vocabulary, reasoning=notes)

@@ -7,6 +7,8 @@ user's own (hand-written DuckDB SQL with the policy's condition written by hand)
 
 from __future__ import annotations
 
+import dataclasses
+
 from chat_api.agent import Toolbox
 from chat_api.planner.access import access_check
 from chat_api.planner.specs import Filter, QuerySpec
@@ -76,3 +78,26 @@ def test_access_check_narrows_a_share_and_keeps_other_views() -> None:
     assert (
         access_check(weather, visible=frozenset(), origins=origins, attributes={}).spec == weather
     )
+
+
+def test_the_safety_rules_hold_whichever_reader_read_the_question(
+    analyst_toolbox: Toolbox,
+) -> None:
+    """A reader behind the QuestionReader interface (here a fake that always asks for LGA's
+    flights by origin) gets the same access check, policy and SQL guard as the rule reader."""
+
+    def lga_reader(
+        question: str, *, vocabulary: object, previous: object
+    ) -> tuple[QuerySpec, list[str]]:
+        spec = QuerySpec(
+            "flights", ("flights.count",), ("flights.origin",),
+            (Filter("flights.origin", "equals", ("LGA",)),),
+        )  # fmt: skip
+        return spec, ["fake reader"]
+
+    toolbox = dataclasses.replace(analyst_toolbox, reader=lga_reader)
+    asked = ask(toolbox, "anything at all", user=JFK)
+    assert "not visible to you" in asked.answer and not asked.results
+    everyone = ask(toolbox, "anything at all")
+    lga = one(analyst_toolbox, "SELECT count(*) FROM flights WHERE origin = 'LGA'")
+    assert everyone.rows == [["LGA", lga]]
