@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from chat_api.planner.calendar import read_clock
+from chat_api.planner.lexicon import Word
 from chat_api.planner.reading_base import (
     COUNTABLE,
     Ask,
@@ -44,7 +45,7 @@ from chat_api.planner.reading_base import (
     word_of,
 )
 from chat_api.planner.reading_conditions import ConditionPasses
-from chat_api.planner.vocabulary import Number, Value, Vocabulary, Word, scan
+from chat_api.planner.vocabulary import Number, Value, Vocabulary, scan
 
 __all__ = [
     "COUNTABLE", "Ask", "Breakdown", "Condition", "Direction", "Operator", "Reading", "Scalar",

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
-from chat_api.planner.vocabulary import Mention, Number, Vocabulary, Word
+from chat_api.planner.lexicon import Word
+from chat_api.planner.vocabulary import Mention, Number, Vocabulary
 
 Operator = Literal["equals", "notEquals", "in", "gt", "gte", "lt", "lte"]
 Direction = Literal["asc", "desc"]
