@@ -61,7 +61,9 @@ def evaluate(
 
 
 def _default_files() -> list[tuple[Path, str]]:
+    """Returns: the base set and every ``questions_fresh*.yaml`` (tags ``fresh``, ``fresh-2``)."""
     found = [(QUESTIONS_FILE, "base")]
-    if FRESH_FILE.exists():
-        found.append((FRESH_FILE, "fresh"))
+    for path in sorted(FRESH_FILE.parent.glob("questions_fresh*.yaml")):
+        suffix = path.stem.removeprefix("questions_fresh")
+        found.append((path, f"fresh-{suffix}" if suffix else "fresh"))
     return found
