@@ -172,7 +172,7 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("ontime", "ontime"): "on time, on-time, ontime, punctual, punctuality, on time rate",
     ("followup", "followup"): "and, what about, how about, now, only, just, same, but, "
     "instead, also, then, ok, okay, what if, and now, same for, same but, same thing for, "
-    "same thing",
+    "same thing, was that, is that, were those, are those, was it, of that, for that",
     ("unsupported", "money"): "revenue, revenues, price, prices, fare, fares, ticket, tickets, "
     "ticket price, cost, costs, profit, profits, sales, income, money, dollars",
     ("unsupported", "people"): "passenger, passengers, people, customers, customer, crew, "
@@ -196,8 +196,8 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     "measured, observed, fly, flies, flew, flown, flying, operate, operates, operated, "
     "operating, serve, serves, served, run, runs, ran, go, goes, went, travel, travelled, "
     "traveled, time, times, total of, number, kind, sort, data, dataset, trend, us, half, "
-    "whats, whos, hows, theres, lets, let, know, did any, some, ones, one of, more, less, "
-    "fewer, where, when, happened, take, took, have been, record, records, scheduled, "
+    "whats, whos, hows, theres, lets, let, know, did any, some, ones, one of, where, when, "
+    "happened, take, took, have been, record, records, scheduled, "
     "altogether there, planes that, flights that, were there, in the data, "
     "hold, holds, carry, carries, using, used, use, or, while, weather, international, intl, "
     "airport named, table, tables, planes table, them, thing, things, full, name, "

@@ -56,7 +56,7 @@ from chat_api.planner.reading import (
     UnanswerableError,
     read_question,
 )
-from chat_api.planner.shapes import compared, shared
+from chat_api.planner.shapes import compared, has_sides, shared
 from chat_api.planner.specs import Filter, QuerySpec, render_filter, render_semantic_sql
 from chat_api.planner.vocabulary import Vocabulary
 
@@ -140,7 +140,12 @@ def _shaped(
         spec = shared(spec, notes)
     elif base is not None and base.share_of and not reading.asks:
         spec = _carried_share(spec, base)
-    if reading.compare or (base is not None and base.compare and not reading.dims):
+    elif base is not None and base.share_of:  # "how many flights was that?": the part's flights
+        said = {f.member for f in spec.filters}
+        part = tuple(f for f in base.share_of if f.member not in said)
+        spec = replace(spec, filters=spec.filters + part)
+    carried = base is not None and base.compare and not reading.dims
+    if reading.compare_explicit or carried or (reading.compare and has_sides(spec)):
         spec = compared(spec, notes)
     return spec
 

@@ -102,6 +102,8 @@ class Reading:
         flight_context: Words that only make sense for flights (fly, flights, "to" a place).
         origin_role: A bare "from"/"out of" without a place ("airports it flies from").
         compare: "vs", "compare", "which is busier, X or Y": one row per side.
+        compare_explicit: "vs"/"compare" was said (an adjective alone compares only when two
+            sides are named).
         compare_hint: What a comparative adjective measures ("busier": ``"flights"``,
             "warmer": ``"temp"``), or ``""``.
         share: "percentage", "share", "rate": a part of the flights asked about.
@@ -124,6 +126,7 @@ class Reading:
     origin_role: bool = False
     compare: bool = False
     compare_hint: str = ""
+    compare_explicit: bool = False
     share: bool = False
     bare_delay: bool = False
     notes: tuple[str, ...] = ()
@@ -148,6 +151,7 @@ class Draft:
     origin_role: bool = False
     compare: bool = False
     compare_hint: str = ""
+    compare_explicit: bool = False
     share: bool = False
     bare_delay: bool = False
     notes: list[str] = field(default_factory=list)

@@ -19,7 +19,11 @@ from chat_api.planner.lexicon import Word
 from chat_api.planner.reading_base import COUNTABLE, Ask, Condition, role_of, word_of
 from chat_api.planner.reading_conditions import ConditionPasses
 
-_ANYWHERE_FOLLOWUP = frozenset({"instead", "same", "same thing", "same thing for", "same for"})
+_ANYWHERE_FOLLOWUP = frozenset({
+    "instead", "same", "same thing", "same thing for", "same for", "was that", "is that",
+    "were those", "are those", "was it", "of that", "for that",
+})  # fmt: skip
+_COUNTED_NOUNS = frozenset(Word("noun", key) for key in COUNTABLE)
 _REFERRING = frozenset({"their", "those", "these", "they"})
 """Words that point back at the previous question wherever they stand."""
 _FLIGHT_VERBS = frozenset({
@@ -72,6 +76,7 @@ class MarkerPasses(ConditionPasses):
     def _compare(self, i: int, word: Word) -> None:
         self.used.add(i)
         self.r.compare = True
+        self.r.compare_explicit = self.r.compare_explicit or word.key == "compare"
         if word.hint and not self.r.compare_hint:
             self.r.compare_hint = word.hint
         if word.key in ("asc", "desc"):
@@ -100,7 +105,14 @@ class MarkerPasses(ConditionPasses):
             role_of(m) == "count" and word_of(m) == Word("count", "count") and i not in self.used
             for i, m in enumerate(self.ms)
         )
-        if self.r.compare_hint == "flights" or counted:  # "how many of those were there?"
+        nouns = [
+            m for i, m in enumerate(self.ms)
+            if role_of(m) == "noun" and i not in self.used and m.meaning in _COUNTED_NOUNS
+        ]  # fmt: skip
+        if counted and nouns:  # "tail numbers Southwest used - how many distinct ones?"
+            noun = word_of(nouns[0])
+            self.r.asks.append(Ask(noun.key if noun else "flights", "count", nouns[0].text))
+        elif self.r.compare_hint == "flights" or counted:  # "how many of those were there?"
             self.r.asks.append(Ask("flights", "count", "flights"))
         elif self.r.compare_hint:
             self.r.asks.append(Ask(self.r.compare_hint, self.r.lone_agg, self.r.compare_hint))

@@ -36,6 +36,11 @@ _NO_SIDES = (
 )
 
 
+def has_sides(spec: QuerySpec) -> bool:
+    """Returns: True when a filter names two or more sides ("Newark or LaGuardia")."""
+    return any(f.operator == "in" and len(f.values) >= 2 for f in spec.filters)
+
+
 def compared(spec: QuerySpec, notes: list[str]) -> QuerySpec:
     """Makes ``spec`` a comparison: the last multi-value filter's member becomes the breakdown.
 
