@@ -139,3 +139,18 @@ def test_semantic_sql_can_ask_the_new_measures(
     )
     assert [r[:3] for r in got] == [r[:3] for r in expected]
     assert [r[3] for r in got] == pytest.approx([r[3] for r in expected])
+
+
+def test_a_comparative_with_two_sides_compares_and_without_them_does_not(
+    analyst_toolbox: Toolbox,
+) -> None:
+    asked = ask(analyst_toolbox, "Newark versus JFK: which had more departures?")
+    expected = _by(
+        hand(analyst_toolbox, "SELECT origin, count(*) FROM flights "
+             "WHERE origin IN ('EWR', 'JFK') GROUP BY 1")
+    )  # fmt: skip
+    assert {r["origin"]: r["count"] for r in asked.records()} == expected
+    single = ask(analyst_toolbox, "how many flights had more than 2 hours of departure delay")
+    assert single.rows == [
+        [one(analyst_toolbox, "SELECT count(*) FROM flights WHERE dep_delay > 120")]
+    ]

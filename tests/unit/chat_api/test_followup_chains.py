@@ -81,3 +81,12 @@ def test_a_share_carries_into_follow_ups(analyst_toolbox: Toolbox) -> None:
     n = one(analyst_toolbox, "SELECT count(*) FROM flights WHERE origin='JFK' AND carrier='DL'")
     total = one(analyst_toolbox, "SELECT count(*) FROM flights WHERE origin='JFK'")
     assert f"{100.0 * n / total:.2f}%" in second.answer
+
+
+def test_a_count_after_a_share_counts_the_part(analyst_toolbox: Toolbox) -> None:
+    first = ask(analyst_toolbox, "what share of Boston flights were on Delta?")
+    second = ask(analyst_toolbox, "how many flights was that?", previous=first.state)
+    expected = one(
+        analyst_toolbox, "SELECT count(*) FROM flights WHERE dest='BOS' AND carrier='DL'"
+    )
+    assert second.rows == [[expected]]
