@@ -2,8 +2,10 @@
 
 A token that is neither a lexicon phrase nor a value is tried, in order, as the singular of a
 plural (``inflect``: "Mondays" -> "monday"), a number word (``word2number``: "thirty"), and a
-close spelling of a one-word phrase (``rapidfuzz``: "Laguadia" -> "laguardia", score at least 88
-of 100, five letters or more); otherwise it stays unrecognised and the reader names it.
+close spelling of a one-word *value* of the data (``rapidfuzz``: "Laguadia" -> "laguardia",
+score at least 88 of 100, five letters or more; the answer names the value linked). Lexicon
+words are not matched loosely: "planet" must not become "plane". Otherwise the token stays
+unrecognised and the reader names it.
 """
 
 from __future__ import annotations
@@ -71,18 +73,10 @@ def _fuzzy(word: str, vocabulary: Vocabulary) -> Word | Value | None:
     if best is None:
         return None
     key = (best[0],)
-    return LEXICON.get(key) or vocabulary.phrases.get(key)
-
-
-_SINGLE_WORDS: dict[int, list[str]] = {}
+    return vocabulary.phrases.get(key)
 
 
 def _single_words(vocabulary: Vocabulary) -> list[str]:
-    found = _SINGLE_WORDS.get(id(vocabulary.phrases))
-    if found is None:
-        words = {k[0] for k in LEXICON if len(k) == 1 and len(k[0]) >= _FUZZY_MIN_LENGTH}
-        words |= {
-            k[0] for k in vocabulary.phrases if len(k) == 1 and len(k[0]) >= _FUZZY_MIN_LENGTH
-        }
-        found = _SINGLE_WORDS[id(vocabulary.phrases)] = sorted(words)
-    return found
+    """Returns: the one-word value phrases long enough to match loosely (a few hundred; only
+    computed for a token nothing else recognised)."""
+    return [k[0] for k in vocabulary.phrases if len(k) == 1 and len(k[0]) >= _FUZZY_MIN_LENGTH]

@@ -63,9 +63,9 @@ _UNSUPPORTED = {
     "distance, air time), hourly weather, planes, airlines and airports.",
     "people": "The data model has no passenger or crew numbers: it counts flights, planes, "
     "airlines, airports and weather observations.",
-    "status": "The data model has no cancellation, diversion or on-time status; it has arrival "
-    "and departure delays in minutes (ask, for example, how many flights arrived more than 15 "
-    "minutes late).",
+    "status": "The data model has no diversion status; it has cancellations (flights without a "
+    "departure time) and arrival and departure delays in minutes (ask, for example, how many "
+    "flights arrived more than 15 minutes late).",
     "derived": "'{word}' needs a calculation the data model does not define; I can give counts, "
     "totals, averages, minimums and maximums of its measures.",
     "time": "The data covers the year 2013 by month, day and hour, without weeks or relative "

@@ -103,3 +103,11 @@ def test_number_words_beyond_twenty_are_numbers(warehouse: Warehouse) -> None:
     vocabulary = load_vocabulary(warehouse.query_raw)
     (mention,) = scan("forty", vocabulary)
     assert getattr(mention.meaning, "value", None) == 40.0
+
+
+def test_close_spellings_link_values_never_lexicon_words(analyst_toolbox: Toolbox) -> None:
+    asked = ask(analyst_toolbox, "planet count")
+    assert asked.turn.spec is None and "'planet'" in asked.answer
+    typo = ask(analyst_toolbox, "flights to Bostn")
+    assert typo.rows == [[one(analyst_toolbox, "SELECT count(*) FROM flights WHERE dest = 'BOS'")]]
+    assert "BOS" in typo.answer
