@@ -169,7 +169,8 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     "what percentage, what share, what fraction",
     ("cancelled", "cancelled"): "cancelled, canceled, cancellation, cancellations, cancel, "
     "got cancelled, were cancelled, was cancelled, cancellation rate",
-    ("ontime", "ontime"): "on time, on-time, ontime, punctual, punctuality, on time rate",
+    ("ontime", "ontime"): "on time, on-time, ontime, punctual, punctuality, on time rate, "
+    "on time performance, on time percentage",
     ("followup", "followup"): "and, what about, how about, now, only, just, same, but, "
     "instead, also, then, ok, okay, what if, and now, same for, same but, same thing for, "
     "same thing, was that, is that, were those, are those, was it, of that, for that",

@@ -23,6 +23,8 @@ _ANYWHERE_FOLLOWUP = frozenset({
     "instead", "same", "same thing", "same thing for", "same for", "was that", "is that",
     "were those", "are those", "was it", "of that", "for that",
 })  # fmt: skip
+_RATE_WORDS = ("rate", "performance", "percentage")
+"""An "on time" phrase ending so is a share: "on-time rate", "on-time performance"."""
 _COUNTED_NOUNS = frozenset(Word("noun", key) for key in COUNTABLE)
 _REFERRING = frozenset({"their", "those", "these", "they"})
 """Words that point back at the previous question wherever they stand."""
@@ -58,7 +60,7 @@ class MarkerPasses(ConditionPasses):
                 )
                 self.r.conds.append(Condition("arr_delay", "lt", (15,), m.text))
                 self.used.add(i)
-                if m.word.endswith("rate"):
+                if m.word.endswith(_RATE_WORDS) or m.word == "punctuality":
                     self._share(i)
             elif role == "overall":
                 self.r.overall = True

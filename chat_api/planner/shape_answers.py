@@ -97,14 +97,18 @@ def share_answer(
         "| " + " | ".join([*dims, "part", "all", "share (%)"]) + " |",
         "|---" * (len(dims) + 3) + "|",
     ]
+    groups = []
     for record in whole:
         key = tuple(record.get(d) for d in dims)
         total = int(record.get("count") or 0)
         count = int(keyed.get(key, 0))
-        share = f"{100.0 * count / total:.2f}" if total else "n/a"
-        lines.append(
-            "| " + " | ".join([*(str(k) for k in key), f"{count:,}", f"{total:,}", share]) + " |"
-        )
+        groups.append((key, count, total, 100.0 * count / total if total else -1.0))
+    lowest_first = bool(plan.spec.order) and plan.spec.order[0][1] == "asc"
+    groups.sort(key=lambda g: g[3], reverse=not lowest_first)
+    for key, count, total, share in groups[: plan.spec.limit]:
+        shown = f"{share:.2f}" if share >= 0 else "n/a"
+        cells = [*(str(k) for k in key), f"{count:,}", f"{total:,}", shown]
+        lines.append("| " + " | ".join(cells) + " |")
     return (
         f"Share of flights {said}{where}, per {', '.join(dims)}:\n\n"
         + "\n".join(lines)

@@ -154,3 +154,16 @@ def test_a_comparative_with_two_sides_compares_and_without_them_does_not(
     assert single.rows == [
         [one(analyst_toolbox, "SELECT count(*) FROM flights WHERE dep_delay > 120")]
     ]
+
+
+def test_a_share_per_group_ranks_groups_by_their_share(analyst_toolbox: Toolbox) -> None:
+    asked = ask(analyst_toolbox, "on-time performance by carrier")
+    rows = hand(
+        analyst_toolbox,
+        "SELECT carrier, count(*) FILTER (WHERE arr_delay < 15), count(*) FROM flights "
+        "GROUP BY 1 ORDER BY count(*) FILTER (WHERE arr_delay < 15) / count(*) DESC LIMIT 1",
+    )
+    ((_, n, total),) = rows
+    table = asked.answer.split("\n")
+    first_row = next(line for line in table if line.startswith("| ") and "share" not in line)
+    assert f"| {n:,} | {total:,} | {100.0 * n / total:.2f} |" in first_row
