@@ -25,7 +25,7 @@ from bench.results import RESULTS_DIR, Result, format_line, results_document, wr
 from bench.transcripts import load_transcripts
 from bench.workload import record
 
-BENCHMARKS: Final = ("sink", "streams", "e2e", "chat-api", "console")
+BENCHMARKS: Final = ("sink", "streams", "e2e", "chat-api", "console", "planner")
 """Names for ``--only``; growth (benchmark 5) comes with ``sink`` and ``e2e``."""
 
 
@@ -69,6 +69,10 @@ def run(
     if "sink" in selected:
         found, sink_figures = suite.sink_results(transcripts, scale)
         add(found)
+    if "planner" in selected:
+        from bench.planner_bench import planner_results  # loads the evaluation set
+
+        add(planner_results())
     needs_endpoint = {"streams", "e2e", "chat-api"} & set(selected)
     synthetic = _start_synthetic() if needs_endpoint else None
     try:

@@ -31,9 +31,19 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chat_api.planner.access import PROBE_SQL, AccessCheck, access_check
 from chat_api.planner.answers import compose_answer, compose_cannot_answer, vega_spec
-from chat_api.planner.planner import CannotAnswer, Plan, QuerySpec, plan_question
-from chat_api.planner.specs import PlanState, plan_state, spec_from_state
+from chat_api.planner.planner import (
+    CannotAnswer,
+    Plan,
+    QuerySpec,
+    QuestionReader,
+    plan_question,
+    rule_reader,
+)
+from chat_api.planner.plans import build_plan, describe_filter
+from chat_api.planner.shape_answers import share_answer
+from chat_api.planner.specs import PlanState, plan_state, share_specs, spec_from_state
 from chat_api.planner.vocabulary import Vocabulary
 from chat_api.semantic.model import SemanticModel
 from chat_api.semantic.search import search_members
@@ -62,11 +72,14 @@ class Toolbox:
         model: The semantic data model (views, members, access policies).
         vocabulary: Words of the data the planner recognises (carriers, airports, months).
         warehouse: Runs compiled queries on the DuckDB file.
+        reader: Reads a question into a structured query (the deterministic rule reader by
+            default); the safety rules after it do not depend on which reader it is.
     """
 
     model: SemanticModel
     vocabulary: Vocabulary
     warehouse: Warehouse
+    reader: QuestionReader = rule_reader
 
 
 @dataclass(frozen=True)
@@ -140,6 +153,7 @@ class Turn:
             request.question,
             vocabulary=self._toolbox.vocabulary,
             previous=spec_from_state(request.previous),
+            reader=self._toolbox.reader,
         )
         reasoning: Sequence[str]
         if isinstance(outcome, CannotAnswer):
@@ -152,7 +166,7 @@ class Turn:
         if isinstance(outcome, CannotAnswer):
             answer = compose_cannot_answer(outcome)
         else:
-            answer = yield from self._sql_tool(outcome)
+            answer = yield from self._answer_plan(outcome)
         yield from self._answer(answer)
         yield self._line(wire.ID_STATE, state=self._state(streaming=False))
         yield self.usage_line()
@@ -225,8 +239,64 @@ class Turn:
         call = {"name": wire.TOOL_META, "input": json.dumps(payload), "result": json.dumps(found)}
         yield self._tool_line(call_id, call, in_process=False)
 
+    def _answer_plan(self, plan: Plan) -> Generator[Line, Any, str]:
+        """Says row-level security out loud (``chat_api.planner.access``), then runs the plan:
+        one query, or two for a share (the part and the whole)."""
+        check = self._access(plan.spec)
+        if check.spec is None:
+            return check.note
+        if check.spec != plan.spec:
+            vocabulary = self._toolbox.vocabulary
+            plan = build_plan(
+                plan.question, check.spec, vocabulary=vocabulary, reasoning=plan.reasoning
+            )
+        if plan.spec.share_of:
+            answer = yield from self._share(plan)
+        else:
+            answer = yield from self._sql_tool(plan)
+        return f"{check.note}\n\n{answer}" if check.note else answer
+
+    def _access(self, spec: QuerySpec) -> AccessCheck:
+        user = self.request.user
+        if spec.view != "flights" or not (user.attributes or user.groups):
+            return AccessCheck(spec)
+        compiled = compile_tool_query(PROBE_SQL, model=self._toolbox.model, user=user)
+        if isinstance(compiled, dict):
+            return AccessCheck(spec)
+        probe = run_tool_query(compiled, warehouse=self._toolbox.warehouse, row_limit=1000)
+        if isinstance(probe, dict):
+            return AccessCheck(spec)
+        visible = frozenset(str(row[0]) for row in probe.rows if row[1])
+        origins = self._toolbox.vocabulary.origins
+        return access_check(spec, visible=visible, origins=origins, attributes=user.attributes)
+
+    def _share(self, plan: Plan) -> Generator[Line, Any, str]:
+        vocabulary = self._toolbox.vocabulary
+        results = []
+        for spec in share_specs(plan.spec):
+            sub = build_plan(plan.question, spec, vocabulary=vocabulary, reasoning=plan.reasoning)
+            outcome = yield from self._run(sub)
+            if isinstance(outcome, str):
+                return outcome
+            names = [name for name, _ in outcome.columns]
+            results.append([dict(zip(names, row, strict=False)) for row in outcome.rows])
+        self.spec = plan.spec
+        words = [describe_filter(f, vocabulary) for f in plan.spec.share_of]
+        return share_answer(plan, results[0], results[1], words)
+
     def _sql_tool(self, plan: Plan) -> Generator[Line, Any, str]:
-        """Compiles and runs the plan's query; a refusal or failure becomes a tool error."""
+        """Runs the plan's query and composes the answer from its rows."""
+        outcome = yield from self._run(plan)
+        if isinstance(outcome, str):
+            return outcome
+        self.spec = plan.spec
+        return compose_answer(
+            plan, columns=outcome.columns, rows=outcome.rows, total_rows=outcome.total_rows
+        )
+
+    def _run(self, plan: Plan) -> Generator[Line, Any, QueryResult | str]:
+        """Compiles and runs the plan's query; a refusal or failure becomes a tool error and
+        the text of the answer."""
         model, user = self._toolbox.model, self.request.user
         compiled = compile_tool_query(plan.semantic_sql, model=model, user=user)
         payload = self._sql_input(plan, compiled)
@@ -243,13 +313,10 @@ class Turn:
             yield self._tool_line(call_id, call, in_process=False)
             logger.info("sql tool failed chat_id=%s code=%s", self.request.chat_id, outcome["code"])
             return f"I could not answer that: the query “{plan.title}” failed ({outcome['error']})."
-        self.spec = plan.spec
         result = result_payload(payload, outcome, row_limit=self.request.row_limit)
         call["result"] = json.dumps(result)
         yield self._tool_line(call_id, call, in_process=False)
-        return compose_answer(
-            plan, columns=outcome.columns, rows=outcome.rows, total_rows=outcome.total_rows
-        )
+        return outcome
 
     def _sql_input(self, plan: Plan, compiled: CompiledQuery | ToolError) -> dict[str, Any]:
         payload = {

@@ -71,10 +71,18 @@ def compose_answer(
     where = "".join(f" {c}" for c in plan.conditions)
     if not records:
         return f"No {_subject(plan)} matched{where or ' the question'}, so there is no result."
+    from chat_api.planner import shape_answers  # it builds on this module's formatting
+
     if not plan.spec.dimensions:
+        if plan.spec.measures[0].endswith(".cancellation_rate"):
+            sentence = _single_sentence(plan, plan.spec.measures[0], records[0], where)
+            return f"{sentence} {shape_answers.cancellation_note(plan.spec, records[0])}"
         return " ".join(
             _single_sentence(plan, member, records[0], where) for member in _answered(plan)
         )
+    if plan.spec.compare:
+        sentence = shape_answers.comparison_sentence(plan, records)
+        return f"{sentence}\n\n{_breakdown(plan, names, records, total_rows)}".strip()
     ranked = (
         plan.spec.limit is not None
         and plan.spec.order[:1]
@@ -83,6 +91,8 @@ def compose_answer(
     if ranked and plan.spec.limit == 1:
         return _top_row(plan, records[0], where)
     table = _breakdown(plan, names, records, total_rows)
+    if plan.spec.measures[0].endswith(".cancellation_rate"):
+        table += f"\n\n{shape_answers.CANCELLED_RULE}."
     return f"{_top_row(plan, records[0], where)}\n\n{table}" if ranked else table
 
 
@@ -119,7 +129,7 @@ def _top_row(plan: Plan, record: dict[str, Any], where: str) -> str:
     label = MEASURES[member].label
     if member in COUNT_LABELS:
         word, label = ("most" if direction == "desc" else "fewest"), label.replace("number of ", "")
-    text = f"**{_row_label(plan, record)}** had the {word} {label}{where}"
+    text = f"**{row_label(plan, record)}** had the {word} {label}{where}"
     text += f": {format_value(member, record.get(column_name(member)), unit=True)}"
     count = record.get("count") if member not in COUNT_LABELS else None
     if isinstance(count, int):
@@ -129,7 +139,8 @@ def _top_row(plan: Plan, record: dict[str, Any], where: str) -> str:
     return text + "."
 
 
-def _row_label(plan: Plan, record: dict[str, Any]) -> str:
+def row_label(plan: Plan, record: dict[str, Any]) -> str:
+    """Returns: the breakdown values of a result row in words ("JFK (John F Kennedy Intl)")."""
     parts = []
     for name in _shown_dimensions(plan):
         parts.append(_cell(name, record))

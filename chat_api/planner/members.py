@@ -30,6 +30,7 @@ def _measure_catalogue() -> dict[str, MeasureInfo]:
     }
     for member, label in COUNT_LABELS.items():
         out[member] = MeasureInfo(label, "")
+    out["flights.cancellation_rate"] = MeasureInfo("cancellation rate", "%")
     return out
 
 
@@ -72,6 +73,8 @@ COUNT_LABELS: Mapping[str, str] = {
     "planes.distinct_models": "number of distinct models",
     "airlines.count": "number of airlines",
     "airports.count": "number of airports",
+    "flights.cancelled_count": "number of cancelled flights",
+    "flights.departed_count": "number of departed flights",
 }
 MEASURES: Mapping[str, MeasureInfo] = _measure_catalogue()
 """Qualified measure -> label and unit, for titles and answers."""
@@ -86,11 +89,16 @@ DIMENSION_LABELS: Mapping[str, str] = {
     "plane_year": "year built", "arr_delay": "arrival delay", "dep_delay": "departure delay",
     "distance": "distance", "air_time": "air time", "seats": "seats", "temp": "temperature",
     "wind_speed": "wind speed", "humid": "humidity", "precip": "precipitation",
-    "visib": "visibility", "alt": "altitude",
+    "visib": "visibility", "alt": "altitude", "weekday": "day of the week",
+    "quarter": "quarter", "route": "route", "cancelled": "cancelled",
+    "dep_temp": "temperature at departure", "dep_humid": "humidity at departure",
+    "dep_wind_speed": "wind speed at departure", "dep_wind_gust": "wind gust at departure",
+    "dep_precip": "precipitation at departure", "dep_visib": "visibility at departure",
+    "plane_seats": "plane seats", "cancellation_rate": "cancellation rate",
 }  # fmt: skip
 """Member name (without view) -> label."""
 
-TIME_DIMENSIONS = frozenset({"month", "hour", "day", "year"})
+TIME_DIMENSIONS = frozenset({"month", "hour", "day", "year", "quarter"})
 """Dimensions that order a breakdown by themselves and draw as a line."""
 
 
@@ -117,10 +125,15 @@ SLOT_MEMBERS: Mapping[str, Mapping[str, str]] = {
         "carrier": "carrier", "origin": "origin", "dest": "dest",
         "manufacturer": "plane_manufacturer", "month": "month", "year": "year", "day": "day",
         "plane_year": "plane_year", "arr_delay": "arr_delay", "dep_delay": "dep_delay",
-        "air_time": "air_time", "distance": "distance",
+        "air_time": "air_time", "distance": "distance", "weekday": "weekday",
+        "quarter": "quarter", "hour": "hour", "cancelled": "cancelled", "route": "route",
+        "temp": "dep_temp", "humid": "dep_humid", "wind_speed": "dep_wind_speed",
+        "wind_gust": "dep_wind_gust", "precip": "dep_precip", "visib": "dep_visib",
+        "seats": "plane_seats",
     },
     "weather": {
         "origin": "origin", "month": "month", "year": "year", "day": "day", "temp": "temp",
+        "hour": "hour",
         "humid": "humid", "wind_speed": "wind_speed", "precip": "precip", "visib": "visib",
     },
     "planes": {"manufacturer": "manufacturer", "plane_year": "year", "seats": "seats"},
@@ -135,7 +148,8 @@ DIM_MEMBERS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "airports": ("origin", "origin_name"), "destinations": ("dest", "dest_name"),
         "months": ("month",), "hours": ("hour",), "days": ("day",), "years": ("year",),
         "manufacturers": ("plane_manufacturer",), "models": ("plane_model",),
-        "planes": ("tailnum",),
+        "planes": ("tailnum",), "weekdays": ("weekday",), "quarters": ("quarter",),
+        "routes": ("route",),
     },
     "weather": {
         "origins": ("origin",), "airports": ("origin",), "months": ("month",),

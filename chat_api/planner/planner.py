@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Protocol
 
 from chat_api.planner.followups import carried_filters, check_changes, reaggregated
 from chat_api.planner.members import (
@@ -55,13 +56,30 @@ from chat_api.planner.reading import (
     UnanswerableError,
     read_question,
 )
+from chat_api.planner.shapes import compared, has_sides, shared
 from chat_api.planner.specs import Filter, QuerySpec, render_filter, render_semantic_sql
 from chat_api.planner.vocabulary import Vocabulary
 
 __all__ = [
-    "COUNT_LABELS", "DIMENSION_LABELS", "MEASURES", "METRICS", "SUGGESTIONS", "TIME_DIMENSIONS",
-    "CannotAnswer", "ChartHint", "Filter", "MeasureInfo", "Plan", "QuerySpec", "build_plan",
-    "column_name", "describe_filter", "plan_question", "render_semantic_sql",
+    "COUNT_LABELS",
+    "DIMENSION_LABELS",
+    "MEASURES",
+    "METRICS",
+    "SUGGESTIONS",
+    "TIME_DIMENSIONS",
+    "CannotAnswer",
+    "ChartHint",
+    "Filter",
+    "MeasureInfo",
+    "Plan",
+    "QuerySpec",
+    "QuestionReader",
+    "build_plan",
+    "column_name",
+    "describe_filter",
+    "plan_question",
+    "render_semantic_sql",
+    "rule_reader",
 ]  # fmt: skip
 
 _FLIGHT_SLOTS = frozenset({"carrier", "origin", "dest", "arr_delay", "dep_delay", "distance"})
@@ -102,9 +120,43 @@ def _build_spec(
     replaced = {f.member for f in filters}
     filters = tuple(f for f in kept if f.member not in replaced) + filters
     if base is not None:
-        measures = measures or base.measures
-    spec = QuerySpec(view, measures, dims, filters)
+        measures = _same_delay(measures, reading, base) or base.measures
+    spec = _shaped(QuerySpec(view, measures, dims, filters), reading, base, notes)
     return _ordered(spec, reading, rank, base, notes), notes
+
+
+def _same_delay(measures: tuple[str, ...], reading: Reading, base: QuerySpec) -> tuple[str, ...]:
+    """A bare "delay" in a follow-up about departure delays stays the departure delay."""
+    if reading.bare_delay and any("dep_delay" in m for m in base.measures):
+        return tuple(m.replace("arr_delay", "dep_delay") for m in measures)
+    return measures
+
+
+def _shaped(
+    spec: QuerySpec, reading: Reading, base: QuerySpec | None, notes: list[str]
+) -> QuerySpec:
+    """A share or a comparison, said now or carried from the previous question."""
+    if reading.share:
+        spec = shared(spec, notes)
+    elif base is not None and base.share_of and not reading.asks:
+        spec = _carried_share(spec, base)
+    elif base is not None and base.share_of:  # "how many flights was that?": the part's flights
+        said = {f.member for f in spec.filters}
+        part = tuple(f for f in base.share_of if f.member not in said)
+        spec = replace(spec, filters=spec.filters + part)
+    carried = base is not None and base.compare and not reading.dims
+    if reading.compare_explicit or carried or (reading.compare and has_sides(spec)):
+        spec = compared(spec, notes)
+    return spec
+
+
+def _carried_share(spec: QuerySpec, base: QuerySpec) -> QuerySpec:
+    """Keeps the previous share; a new condition on the part's member replaces the part."""
+    part_members = {f.member for f in base.share_of}
+    new_part = tuple(f for f in spec.filters if f.member in part_members)
+    rest = tuple(f for f in spec.filters if f.member not in part_members)
+    part = tuple(f for f in base.share_of if f.member not in {g.member for g in new_part})
+    return replace(spec, filters=rest, share_of=part + new_part)
 
 
 def _choose_view(reading: Reading, vocabulary: Vocabulary) -> str:
@@ -182,6 +234,8 @@ def _aggregated_member(ask: Ask, has_dims: bool, notes: list[str]) -> tuple[str,
         rank = ask.superlative
     elif ask.superlative is not None:
         agg = "max" if ask.superlative == "desc" else "min"
+    if agg is None and ask.superlative is not None and ask.subject == "distance" and has_dims:
+        agg = "max"  # "the farthest destination": the longest flight to it
     if agg is None:
         agg = next(iter(members))
         notes.append(f"No aggregation was named for {label}; using the {AGG_WORDS[agg]}.")
@@ -266,8 +320,41 @@ def _ordered(
     return replace(spec, order=((primary, "desc"),), limit=reading.limit)
 
 
+class QuestionReader(Protocol):
+    """Reads a question into a structured query: what every reader of the agent provides.
+
+    The query (:class:`QuerySpec`: view, measures, dimensions, filters, order, limit, comparison
+    sides, a share's part) is all that leaves the reader; what follows it (row-level security
+    said out loud, the access policy, the SQL guard, compilation and the answer) is the same
+    whichever reader produced it, so a language-model reader can be added behind this interface
+    without touching the safety rules.
+    """
+
+    def __call__(
+        self, question: str, *, vocabulary: Vocabulary, previous: QuerySpec | None
+    ) -> tuple[QuerySpec, list[str]]:
+        """Returns: the query and the reasoning sentences.
+
+        Raises:
+            UnanswerableError: The question can't be read without guessing; ``reason`` says
+                why, naming the word or subject.
+        """
+        ...
+
+
+def rule_reader(
+    question: str, *, vocabulary: Vocabulary, previous: QuerySpec | None
+) -> tuple[QuerySpec, list[str]]:
+    """The deterministic reader (:func:`read_question`, then the mapping onto the model)."""
+    return _build_spec(read_question(question, vocabulary), vocabulary, previous)
+
+
 def plan_question(
-    question: str, *, vocabulary: Vocabulary, previous: QuerySpec | None = None
+    question: str,
+    *,
+    vocabulary: Vocabulary,
+    previous: QuerySpec | None = None,
+    reader: QuestionReader = rule_reader,
 ) -> Plan | CannotAnswer:
     """Plans a question: maps it onto one view of the data model, or explains why it can't.
 
@@ -276,6 +363,7 @@ def plan_question(
         vocabulary: Values to recognise (:func:`chat_api.planner.vocabulary.load_vocabulary`).
         previous: The previous query of the thread; a follow-up ("and only from JFK?", "now by
             month", "what about Delta?") changes it instead of starting afresh.
+        reader: Reads the question into a query (:class:`QuestionReader`).
 
     Returns:
         A :class:`Plan`, or a :class:`CannotAnswer` with the reason and example questions when a
@@ -283,8 +371,7 @@ def plan_question(
         condition can't be placed, or the measures span views. Never raises for a question.
     """
     try:
-        reading = read_question(question, vocabulary)
-        spec, notes = _build_spec(reading, vocabulary, previous)
+        spec, notes = reader(question, vocabulary=vocabulary, previous=previous)
     except UnanswerableError as exc:
         return CannotAnswer(question, exc.reason)
     return build_plan(question, spec, vocabulary=vocabulary, reasoning=notes)

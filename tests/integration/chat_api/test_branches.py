@@ -80,9 +80,11 @@ async def test_the_dev_branch_runs_its_own_model(
     assert departed < _hand_count(server, "month = 3")
 
 
-async def test_only_the_dev_branch_lists_its_extra_measure(
+async def test_each_branch_lists_its_own_members(
     server: RunningServer, client: httpx.AsyncClient
 ) -> None:
+    """Both branches count cancelled flights (main since issue 11); only main has the
+    departed count and the cancellation rate."""
     question = "How many cancelled flights were there?"
 
     def members(lines: list[StreamMessage]) -> set[str]:
@@ -92,7 +94,8 @@ async def test_only_the_dev_branch_lists_its_extra_measure(
     dev = await _lines(client, server, _body(question, activeBranchName="dev"))
     main = await _lines(client, server, _body(question))
     assert "flights.cancelled_count" in members(dev)
-    assert "flights.cancelled_count" not in members(main)
+    assert "flights.departed_count" in members(main)
+    assert "flights.departed_count" not in members(dev)
 
 
 async def test_main_named_with_is_default_branch_true_is_main(

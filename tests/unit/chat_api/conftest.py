@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from chat_api.agent import Toolbox
+from chat_api.planner.vocabulary import load_vocabulary
 from chat_api.semantic.model import SemanticModel, load_model
 from chat_api.sql.data import ensure_database
 from chat_api.sql.policies import UserContext
@@ -34,6 +36,14 @@ def warehouse_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def warehouse(warehouse_path: Path) -> Iterator[Warehouse]:
     with Warehouse(warehouse_path) as opened:
         yield opened
+
+
+@pytest.fixture(scope="session")
+def analyst_toolbox(model: SemanticModel, warehouse: Warehouse) -> Toolbox:
+    """The agent's toolbox on the shared model and warehouse (issue 11 tests)."""
+    return Toolbox(
+        model=model, vocabulary=load_vocabulary(warehouse.query_raw), warehouse=warehouse
+    )
 
 
 @pytest.fixture

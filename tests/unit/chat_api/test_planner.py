@@ -154,7 +154,7 @@ def test_render_semantic_sql_groups_orders_by_position_and_quotes_literals() -> 
         "MEASURE(flights.avg_arr_delay) AS avg_arr_delay, MEASURE(flights.count) AS count "
         "FROM flights WHERE flights.dest_name = 'Martha''s Vineyard' "
         "AND flights.carrier NOT IN ('UA', 'DL') AND flights.distance > 1000 "
-        "GROUP BY 1, 2 ORDER BY 3 ASC LIMIT 1"
+        "GROUP BY 1, 2 ORDER BY 3 ASC NULLS LAST LIMIT 1"
     )
 
 
@@ -443,8 +443,6 @@ def test_a_new_full_question_ignores_the_previous_one() -> None:
         ("What was the total revenue by carrier?", "revenue"),
         ("How many passengers flew from JFK?", "passenger"),
         ("Average ticket price to Boston?", "prices"),
-        ("How many flights were cancelled?", "cancellation"),
-        ("What percentage of flights were late?", "calculation"),
         ("How many flights to Paris?", "'Paris'"),
         ("How many Lufthansa flights were there?", "'Lufthansa'"),
         ("Which airline is the best?", "'best'"),
@@ -459,11 +457,8 @@ def test_a_new_full_question_ignores_the_previous_one() -> None:
         ("Average temperature for Delta", "no carrier"),
         ("Minimum humidity", "no minimum relative humidity"),
         ("Show me something interesting", "'interesting'"),
-        ("flights from JFK", "couldn't find a measure"),
-        ("Top destinations", "couldn't find a measure"),
         ("Which flight had the longest delay?", "individual flights"),
         ("How many flights per day?", "day-by-day"),
-        ("How many flights to ATL vs ORD?", "'vs'"),
         ("How many flights did JetBlue and Delta each have?", "'each'"),
         ("How many flights from Atlanta?", "departing New York City"),
         ("How many carriers have more than 1000 flights?", "Conditions on counts"),

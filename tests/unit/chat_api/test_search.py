@@ -37,8 +37,8 @@ def test_result_has_the_hosted_metadata_shape(model: SemanticModel, anyone: User
 def test_empty_query_lists_every_visible_member(model: SemanticModel, anyone: UserContext) -> None:
     result = names(search_members(model, "", anyone))
     assert list(result) == ["airlines", "airports", "flights", "planes", "weather"]
-    assert len(result["flights"]) == 42
-    assert sum(len(members) for members in result.values()) == 100
+    assert len(result["flights"]) == 56
+    assert sum(len(members) for members in result.values()) == 114
 
 
 @pytest.mark.parametrize(
@@ -59,14 +59,15 @@ def test_the_best_matching_member_comes_first(
     model: SemanticModel, anyone: UserContext, query: str, view: str, first_member: str
 ) -> None:
     result = search_members(model, query, anyone)
-    assert result["cubes"][0]["name"] == view
-    assert result["cubes"][0]["members"][0]["name"] == first_member
+    # The flights view also holds the weather at departure and the plane's seats, so it may
+    # rank first for a weather or plane word; within the asked view the best member leads.
+    (found,) = [cube for cube in result["cubes"] if cube["name"] == view]
+    assert found["members"][0]["name"] == first_member
+    assert result["cubes"][0]["name"] in (view, "flights")
 
 
 def test_views_without_a_hit_are_omitted(model: SemanticModel, anyone: UserContext) -> None:
-    assert names(search_members(model, "temperature", anyone)) == {
-        "weather": ["weather.avg_temp", "weather.min_temp", "weather.max_temp", "weather.temp"]
-    }
+    assert names(search_members(model, "pressure", anyone)) == {"weather": ["weather.avg_pressure"]}
     assert search_members(model, "xyzzy frobnicate", anyone)["cubes"] == []
 
 

@@ -13,10 +13,12 @@ CONTRACT = {
         "count total_distance avg_distance min_distance max_distance avg_arr_delay "
         "total_arr_delay min_arr_delay max_arr_delay avg_dep_delay total_dep_delay min_dep_delay "
         "max_dep_delay avg_air_time total_air_time min_air_time max_air_time "
-        "distinct_destinations distinct_origins distinct_carriers distinct_planes",
+        "distinct_destinations distinct_origins distinct_carriers distinct_planes "
+        "cancelled_count departed_count cancellation_rate",
         "flight_id year month day hour flight_date carrier carrier_name flight tailnum origin "
         "origin_name dest dest_name dep_delay arr_delay distance air_time plane_manufacturer "
-        "plane_model plane_year",
+        "plane_model plane_year weekday quarter route cancelled plane_seats dep_temp dep_humid "
+        "dep_wind_speed dep_wind_gust dep_precip dep_visib",
     ),
     "weather": (
         "count avg_temp min_temp max_temp avg_humid avg_wind_speed min_wind_speed max_wind_speed "

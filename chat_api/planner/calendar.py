@@ -1,0 +1,193 @@
+"""Calendar and clock words: weekdays, quarters, named holidays, times of day, day ranges.
+
+Two parts (issue 11, point 4):
+
+- :func:`calendar_phrases`: vocabulary phrases for values analysts name: weekdays ("Monday",
+  "Mondays"), quarters ("Q2", "second quarter"), US federal holidays of the data's years from the
+  ``holidays`` package ("Christmas", "Thanksgiving", "Independence Day", "New Year's Day");
+- :func:`read_clock`: a pass over the question text, before it is scanned, for phrases whose
+  meaning lies in their shape: times of day on the *scheduled* hour ("before 6 in the morning",
+  "6pm or later", "evening departures", "before noon"), day ranges ("the first week of March",
+  "between June 10 and June 16", "June 10-16"), halves of the year and seasons. The matched text is
+  removed and returned as conditions.
+
+Rules: morning is a scheduled hour before 12, afternoon 12 to 16, evening 17 or later; "after
+H" and "H or later" mean a scheduled hour of at least H; a week of a month is days 1-7, 8-14,
+15-21, 22-28 (the last week: the last seven days); summer is June to August, winter December to
+February, spring March to May, autumn September to November.
+"""
+
+from __future__ import annotations
+
+import calendar as std_calendar
+import datetime as dt
+import functools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import holidays
+
+from chat_api.planner.vocabulary import MONTH_NAMES, Value
+
+WEEKDAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_ORDINALS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4,
+             "4th": 4, "last": 4}  # fmt: skip
+_MONTH = (
+    "|".join(m.lower() for m in MONTH_NAMES) + "|" + "|".join(m[:3].lower() for m in MONTH_NAMES)
+)
+
+
+@dataclass(frozen=True)
+class ClockCondition:
+    """A condition read from the text: ``slot`` (``hour``, ``day``, ``month``), operator, value,
+    and the words."""
+
+    slot: str
+    operator: str
+    value: int
+    phrase: str
+
+
+def calendar_phrases(years: Iterable[int]) -> dict[tuple[str, ...], Value]:
+    """Returns: lower-case word tuples -> weekday, quarter and holiday values (module docstring);
+    a holiday's values are ``(month, day)``."""
+    out: dict[tuple[str, ...], Value] = {}
+    for name in WEEKDAY_NAMES:
+        value = Value("weekday", (name,), name)
+        for form in (name.lower(), name.lower() + "s", name[:3].lower()):
+            out[(form,)] = value
+    for number, word in ((1, "first"), (2, "second"), (3, "third"), (4, "fourth")):
+        value = Value("quarter", (number,), f"Q{number}")
+        out[(f"q{number}",)] = value
+        for ordinal in (word, f"{number}{['st', 'nd', 'rd', 'th'][number - 1]}"):
+            out[(ordinal, "quarter")] = value
+    out[("last", "quarter")] = out[("fourth", "quarter")]
+    out.update(_holiday_phrases(tuple(sorted(set(years)))))
+    return out
+
+
+@functools.cache
+def _holiday_phrases(years: tuple[int, ...]) -> dict[tuple[str, ...], Value]:
+    out: dict[tuple[str, ...], Value] = {}
+    for year in years:
+        for day, name in sorted(holidays.country_holidays("US", years=year).items()):
+            value = Value("holiday", (day.month, day.day), f"{name} ({_date_text(day)})")
+            words = tuple(re.sub(r"['’]s\b|[.']", "", name.lower()).split())
+            out[words] = value
+            if words[-1] in ("day", "birthday") and len(words) > 1:
+                out[words[:-1]] = value
+    for alias, target in (
+        (("christmas",), ("christmas", "day")),
+        (("thanksgiving",), ("thanksgiving", "day")),
+    ):
+        if target in out:
+            out[alias] = out[target]
+    if ("independence", "day") in out:
+        out[("fourth", "of", "july")] = out[("independence", "day")]
+    return out
+
+
+def _date_text(day: dt.date) -> str:
+    return f"{MONTH_NAMES[day.month - 1]} {day.day}, {day.year}"
+
+
+_HOUR = r"(\d{1,2})(?::00)?\s*(am|pm|a\.m\.|p\.m\.|in the morning|in the evening|at night|o ?clock)"
+_NAMED_HOURS = {"noon": 12, "midday": 12, "midnight": 0}
+_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(rf"\b(?:before|earlier than|prior to) (?:{_HOUR}|(noon|midday|midnight))"), "lt"),
+    (re.compile(rf"\b(?:after|later than|from|since) (?:{_HOUR}|(noon|midday|midnight))"), "gte"),
+    (re.compile(rf"\b(?:{_HOUR}|(noon|midday|midnight)) or (?:later|after)"), "gte"),
+    (re.compile(rf"\b(?:{_HOUR}|(noon|midday|midnight)) or (?:earlier|before)"), "lte"),
+]
+_BETWEEN_HOURS = re.compile(rf"\bbetween {_HOUR} and {_HOUR}")
+_PARTS = [
+    (re.compile(r"\b(?:in the )?(?:early )?morning\b"), [("lt", 12)]),
+    (re.compile(r"\b(?:in the )?afternoon\b"), [("gte", 12), ("lt", 17)]),
+    (re.compile(r"\b(?:in the )?(?:evening|night)\b"), [("gte", 17)]),
+]
+_WEEK = re.compile(
+    rf"\b(?:the )?(first|1st|second|2nd|third|3rd|fourth|4th|last) week of ({_MONTH})\b"
+)
+_DAY_RANGE = re.compile(
+    rf"\b(?:between |from )?({_MONTH}) (\d{{1,2}})(?:st|nd|rd|th)?"
+    rf"\s*(?:-|–|to|through|until|and)\s*(?:({_MONTH}) )?(\d{{1,2}})(?:st|nd|rd|th)?\b"
+)
+_HALF = re.compile(r"\b(?:in )?(?:the )?(first|second) half(?: of (?:the )?year| of 2013)?\b")
+_SEASONS = {"summer": (6, 8), "spring": (3, 5), "autumn": (9, 11), "fall": (9, 11)}
+_SEASON = re.compile(r"\b(?:in |during )?(?:the )?(summer|spring|autumn|fall)(?: months)?\b")
+
+
+def _hour(number: str | None, marker: str | None, named: str | None) -> int:
+    if named:
+        return _NAMED_HOURS[named]
+    hour = int(number or 0) % 12
+    evening = marker is not None and (
+        marker.startswith("p") or marker in ("in the evening", "at night")
+    )
+    return hour + 12 if evening else hour
+
+
+def read_clock(question: str) -> tuple[str, list[ClockCondition]]:
+    """Reads times of day, day ranges, halves and seasons out of a question (module docstring).
+
+    Args:
+        question: The question as asked.
+
+    Returns:
+        The question with the phrases read replaced by spaces (the rest keeps its place and
+        case), and the conditions: ``("hour", "lt", 6, "before 6 in the morning")``.
+    """
+    lower = question.lower()
+    found: list[ClockCondition] = []
+    spans: list[tuple[int, int]] = []
+
+    def take(match: re.Match[str], conds: list[tuple[str, str, int]]) -> None:
+        if any(match.start() < end and start < match.end() for start, end in spans):
+            return
+        spans.append(match.span())
+        found.extend(ClockCondition(s, o, v, match.group(0).strip()) for s, o, v in conds)
+
+    for match in _WEEK.finditer(lower):
+        month = _month_number(match.group(2))
+        week = _ORDINALS[match.group(1)]
+        last = std_calendar.monthrange(2013, month)[1]
+        first_day, last_day = (
+            (last - 6, last) if match.group(1) == "last" else (7 * week - 6, 7 * week)
+        )
+        take(
+            match, [("month", "equals", month), ("day", "gte", first_day), ("day", "lte", last_day)]
+        )
+    for match in _DAY_RANGE.finditer(lower):
+        start_month = _month_number(match.group(1))
+        end_month = _month_number(match.group(3)) if match.group(3) else start_month
+        low, high = int(match.group(2)), int(match.group(4))
+        if end_month == start_month and 1 <= low < high <= 31:
+            take(
+                match, [("month", "equals", start_month), ("day", "gte", low), ("day", "lte", high)]
+            )
+    for match in _BETWEEN_HOURS.finditer(lower):
+        low = _hour(match.group(1), match.group(2), None)
+        high = _hour(match.group(3), match.group(4), None)
+        take(match, [("hour", "gte", low), ("hour", "lt", high)])
+    for pattern, operator in _PATTERNS:
+        for match in pattern.finditer(lower):
+            take(match, [("hour", operator, _hour(match.group(1), match.group(2), match.group(3)))])
+    for match in _HALF.finditer(lower):
+        take(match, [("month", "lte", 6)] if match.group(1) == "first" else [("month", "gte", 7)])
+    for match in _SEASON.finditer(lower):
+        low, high = _SEASONS[match.group(1)]
+        take(match, [("month", "gte", low), ("month", "lte", high)])
+    if not any(c.slot == "hour" for c in found):
+        for pattern, conds in _PARTS:
+            for match in pattern.finditer(lower):
+                take(match, [("hour", o, v) for o, v in conds])
+    text = question
+    for start, end in sorted(spans, reverse=True):
+        text = text[:start] + " " * (end - start) + text[end:]
+    return text, found
+
+
+def _month_number(name: str) -> int:
+    short = name[:3]
+    return next(i for i, m in enumerate(MONTH_NAMES, start=1) if m[:3].lower() == short)

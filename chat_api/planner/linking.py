@@ -1,0 +1,82 @@
+"""Linking an unknown token to the data model with well-kept libraries (issue 11, point 1).
+
+A token that is neither a lexicon phrase nor a value is tried, in order, as the singular of a
+plural (``inflect``: "Mondays" -> "monday"), a number word (``word2number``: "thirty"), and a
+close spelling of a one-word *value* of the data (``rapidfuzz``: "Laguadia" -> "laguardia",
+score at least 88 of 100, five letters or more; the answer names the value linked). Lexicon
+words are not matched loosely: "planet" must not become "plane". Otherwise the token stays
+unrecognised and the reader names it.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from chat_api.planner.lexicon import LEXICON, Word
+from chat_api.planner.vocabulary import Mention, Number, Value, Vocabulary
+
+_FUZZY_MIN_SCORE = 88.0
+_FUZZY_MIN_LENGTH = 5
+
+
+def link_unknown(token: str, word: str, vocabulary: Vocabulary) -> Mention:
+    """An unknown token: its singular ("Mondays" -> "monday", via ``inflect``), a number word
+    ("thirty" via ``word2number``), or a close spelling of a one-word phrase ("Laguadia", via
+    ``rapidfuzz``, score at least 88 of 100 and five letters or more); else unrecognised."""
+    singular = _singular(word)
+    if singular:
+        meaning = LEXICON.get((singular,)) or vocabulary.phrases.get((singular,))
+        if meaning is not None:
+            return Mention(token, meaning)
+    number = _number_word(word)
+    if number is not None:
+        return Mention(token, Number(number))
+    if len(word) >= _FUZZY_MIN_LENGTH and word.isalpha():
+        match = _fuzzy(word, vocabulary)
+        if match is not None:
+            return Mention(token, match)
+    return Mention(token, None)
+
+
+@functools.cache
+def _inflect_engine() -> Any:
+    import inflect
+
+    return inflect.engine()
+
+
+def _singular(word: str) -> str:
+    found = _inflect_engine().singular_noun(word) if word.isalpha() else False
+    return found if isinstance(found, str) else ""
+
+
+def _number_word(word: str) -> float | None:
+    from word2number import w2n  # type: ignore[import-untyped]
+
+    if not word.isalpha() or word in ("point",):
+        return None
+    try:
+        return float(w2n.word_to_num(word))
+    except ValueError:
+        return None
+
+
+def _fuzzy(word: str, vocabulary: Vocabulary) -> Word | Value | None:
+    from rapidfuzz import fuzz, process, utils
+
+    choices = _single_words(vocabulary)
+    best = process.extractOne(
+        word, choices, scorer=fuzz.ratio, processor=utils.default_process,
+        score_cutoff=_FUZZY_MIN_SCORE,
+    )  # fmt: skip
+    if best is None:
+        return None
+    key = (best[0],)
+    return vocabulary.phrases.get(key)
+
+
+def _single_words(vocabulary: Vocabulary) -> list[str]:
+    """Returns: the one-word value phrases long enough to match loosely (a few hundred; only
+    computed for a token nothing else recognised)."""
+    return [k[0] for k in vocabulary.phrases if len(k) == 1 and len(k[0]) >= _FUZZY_MIN_LENGTH]

@@ -1,0 +1,33 @@
+"""``chatscribe eval``: the agent's execution accuracy on the evaluation set (issue 11).
+
+Runs :func:`chat_api.evaluation.evaluate` in-process (no Kafka, no HTTP) and prints the
+per-category table, the total, the score per tag (``base``; ``fresh``: phrasings written after
+the agent changed), the count of invented numbers and of rows across row-level security, and
+the phrasings that failed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+CategoryOption = Annotated[
+    list[str] | None, typer.Option("--category", help="Only this category (repeatable).")
+]
+
+
+def run_eval(
+    category: CategoryOption = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    failures: Annotated[bool, typer.Option(help="List the failed phrasings.")] = True,
+) -> None:
+    """Score the agent on the evaluation questions: per-category execution accuracy."""
+    from chat_api.evaluation import evaluate, render_text  # the agent and pandas: load on use
+
+    report = evaluate(categories=category)
+    if json_output:
+        typer.echo(json.dumps(report.as_json(), indent=2))
+    else:
+        typer.echo(render_text(report, failures=failures))
