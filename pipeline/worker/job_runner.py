@@ -222,6 +222,7 @@ class JobRunner:
             http_status=result.http_status,
             error=result.error,
             error_type=result.error_type,
+            throttled=run.control.take_throttled() or None,
         )
         await output.send_event(terminal)
         await output.delivered()
@@ -294,7 +295,8 @@ class JobRunner:
         every ``state_poll_s`` until the turn ended; the deadline bounds the wait.
         """
         while True:
-            retrying = self._retry.retrying()
+            deadline_at = run.started + (run.job.deadline_s or self._job_deadline_s)
+            retrying = self._retry.retrying(run.control, deadline_at=deadline_at)
             result: tuple[ChatStream, StreamLine | None] = await retrying(self._first_line, run)
             stream, first = result
             if not (run.state.state_fetch and first is not None and _streaming(first)):
@@ -340,6 +342,7 @@ class JobRunner:
             metrics.LINES.inc()
             if run.state.lines == 1:
                 metrics.FIRST_LINE_S.observe(time.monotonic() - run.started)
+                run.control.first_line()
                 await output.send_event(self._event(run, "first_line", line_count=1))
         except TransientError as exc:
             raise _OutputFailedError(exc) from exc

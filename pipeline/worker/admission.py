@@ -1,0 +1,300 @@
+"""Admission: when a worker may start a job's stream.
+
+A job waits in :meth:`Admission.acquire` until all of these hold, in this order:
+
+1. **headroom** — the worker drives fewer than ``worker_concurrency`` streams, and its event
+   loop runs on time and its CPU is below ``worker_max_cpu`` (:class:`~.limits.Headroom`,
+   sampled every :data:`SAMPLE_S`); one stream is always allowed;
+2. **the target's adaptive limit** — fewer streams to the job's agent (:func:`target_key`: the
+   chat URL's host and path) than its :class:`~.limits.AimdLimit` allows in this worker; the
+   limit grows with every first line and shrinks on 429s and rising first-line latency, so a
+   run finds the agent's limit by itself (each worker finds its share);
+3. **the group's leases** — when the job carries ``limits`` (key: its run) or
+   ``target_limits`` (key: its target): a stream lease below ``max_concurrency`` and a
+   one-minute lease below ``requests_per_minute``, each counted across every worker of the
+   group in PostgreSQL (:mod:`pipeline.archive.leases`). A job that finds a limit reached gives
+   its local slot back and tries again every ``leases_poll_s`` (±50%).
+
+The :class:`Ticket` it returns is the job's :class:`~pipeline.worker.job_control.Throttling`
+observer; releasing it frees the stream slot and lease (the per-minute lease runs out 60 s after
+it was taken, or when the worker's connection closes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import random
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Final, TypeVar
+from urllib.parse import urlsplit
+
+from models.records import ChatJob, RateLimits
+from pipeline import metrics
+from pipeline.archive.leases import Lease, LeaseStore
+from pipeline.errors import ArchiveUnavailableError
+from pipeline.settings import Settings
+from pipeline.worker.limits import AimdLimit, Headroom
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_S: Final = 0.25
+RATE_WINDOW_S: Final = 60.0
+MIN_IN_FLIGHT: Final = 1
+T = TypeVar("T")
+
+
+def target_key(chat_url: str) -> str:
+    """Returns: the target of a chat URL: ``host[:port]/path`` (the agent), lowercased host."""
+    parts = urlsplit(chat_url)
+    return f"{parts.netloc.lower()}{parts.path.rstrip('/')}"
+
+
+def lease_keys(job: ChatJob) -> list[tuple[str, int, bool]]:
+    """Returns: the group leases ``job`` needs, as ``(key, limit, per_minute)``."""
+    keys: list[tuple[str, int, bool]] = []
+    scopes: list[tuple[str, RateLimits | None]] = [
+        (f"run:{job.run_id}", job.limits),
+        (f"target:{target_key(job.chat_url)}", job.target_limits),
+    ]
+    for scope, limits in scopes:
+        if limits is None:
+            continue
+        if limits.max_concurrency is not None:
+            keys.append((f"{scope}:streams", limits.max_concurrency, False))
+        if limits.requests_per_minute is not None:
+            keys.append((f"{scope}:minute", limits.requests_per_minute, True))
+    return keys
+
+
+class Ticket:
+    """A job's admission: its slot in the target's limit and its leases (module docstring)."""
+
+    def __init__(
+        self, admission: Admission, limit: AimdLimit, target: str, epoch: int, leases: list[Lease]
+    ) -> None:
+        self._admission = admission
+        self._limit = limit
+        self._target = target
+        self._epoch = epoch
+        self.leases = leases
+        self.released = False
+
+    def throttled(self, retry_after_s: float | None) -> None:
+        """The call was throttled: the target's limit decreases (once per epoch)."""
+        if self._limit.on_throttled(self._epoch):
+            self._admission.limit_changed(self._target, self._limit, "throttled")
+        self._epoch = self._limit.epoch
+
+    def first_line(self, latency_s: float) -> None:
+        """The call's first line came: the limit grows, or shrinks when latency rose."""
+        if self._limit.on_first_line(self._epoch, latency_s):
+            self._admission.limit_changed(self._target, self._limit, "latency")
+        metrics.TARGET_LIMIT.labels(target=self._target).set(self._limit.limit)
+
+    def release(self) -> None:
+        """Frees the stream slot and the stream leases (idempotent)."""
+        if not self.released:
+            self.released = True
+            self._admission.release(self)
+
+    def release_limit(self) -> None:
+        self._limit.release()
+
+
+class Admission:
+    """Decides when a job may start (module docstring). Start it, then :meth:`admitted` jobs.
+
+    Args:
+        settings: ``worker_concurrency``, ``worker_max_loop_lag_ms``, ``worker_max_cpu``,
+            ``target_initial_concurrency``, ``leases_poll_s``; the database for leases.
+        store_factory: Builds the lease store when the first job with limits arrives
+            (default: :class:`~pipeline.archive.leases.LeaseStore` on ``settings``).
+    """
+
+    def __init__(
+        self, settings: Settings, *, store_factory: Callable[[], LeaseStore] | None = None
+    ) -> None:
+        self._settings = settings
+        self._ceiling = settings.worker_concurrency
+        self._headroom = Headroom(
+            max_lag_s=settings.worker_max_loop_lag_ms / 1000, max_cpu=settings.worker_max_cpu
+        )
+        self._targets: dict[str, AimdLimit] = {}
+        self._changed = asyncio.Condition()
+        self._store_factory = store_factory or (lambda: LeaseStore(settings))
+        self._store: LeaseStore | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leases")
+        self._sampler: asyncio.Task[None] | None = None
+        self.in_flight = 0
+
+    def __repr__(self) -> str:
+        limits = {t: round(lim.limit, 1) for t, lim in self._targets.items()}
+        return f"<Admission in_flight={self.in_flight} headroom={self.has_headroom()} {limits}>"
+
+    def has_headroom(self) -> bool:
+        """True while the worker may take another job (below the ceiling, loop and CPU fine)."""
+        if self.in_flight < MIN_IN_FLIGHT:
+            return True
+        return self.in_flight < self._ceiling and self._headroom.ok
+
+    def limit_of(self, chat_url: str) -> AimdLimit:
+        """Returns: the adaptive limit of ``chat_url``'s target (created on first use)."""
+        target = target_key(chat_url)
+        limit = self._targets.get(target)
+        if limit is None:
+            initial = min(self._settings.target_initial_concurrency, self._ceiling)
+            limit = self._targets[target] = AimdLimit(initial=initial, maximum=self._ceiling)
+        return limit
+
+    async def start(self) -> None:
+        """Starts sampling the event loop's lag and the process's CPU."""
+        self._sampler = asyncio.create_task(self._sample(), name="admission-headroom")
+
+    async def stop(self) -> None:
+        """Stops sampling and closes the lease connection (its leases go with it)."""
+        if self._sampler is not None:
+            self._sampler.cancel()
+            await asyncio.gather(self._sampler, return_exceptions=True)
+        if self._store is not None:
+            await self._in_thread(self._store.close)
+        self._executor.shutdown(wait=False)
+
+    @asynccontextmanager
+    async def admitted(self, job: ChatJob) -> AsyncIterator[Ticket]:
+        """Waits for ``job``'s admission; releases it on the way out.
+
+        Yields:
+            The job's ticket (its throttling observer).
+
+        While PostgreSQL cannot be reached, a job that needs leases keeps waiting (a limit that
+        cannot be counted is not ignored).
+        """
+        ticket = await self.acquire(job)
+        try:
+            yield ticket
+        finally:
+            ticket.release()
+
+    async def acquire(self, job: ChatJob) -> Ticket:
+        """Waits until ``job`` may start (module docstring). Returns: its ticket."""
+        started = time.monotonic()
+        target = target_key(job.chat_url)
+        limit = self.limit_of(job.chat_url)
+        wanted = lease_keys(job)
+        while True:
+            epoch = await self._local_slot(limit)
+            leases = await self._take_leases(wanted)
+            if leases is not None:
+                break
+            await self._give_back(limit)
+            await asyncio.sleep(self._settings.leases_poll_s * random.uniform(0.5, 1.5))
+        metrics.ADMISSION_WAIT_S.observe(time.monotonic() - started)
+        return Ticket(self, limit, target, epoch, leases)
+
+    def release(self, ticket: Ticket) -> None:
+        """Frees a ticket's slot and stream leases (called by :meth:`Ticket.release`)."""
+        ticket.release_limit()
+        self.in_flight -= 1
+        streams = [lease for lease in ticket.leases if not lease.key.endswith(":minute")]
+        if streams:
+            asyncio.get_running_loop().run_in_executor(self._executor, self._release, streams)
+        asyncio.get_running_loop().create_task(self._notify())
+
+    def limit_changed(self, target: str, limit: AimdLimit, why: str) -> None:
+        """Logs and exports a decrease of ``target``'s limit."""
+        metrics.TARGET_LIMIT.labels(target=target).set(limit.limit)
+        logger.info(
+            "target limit decreased target=%s limit=%.1f in_flight=%s why=%s",
+            target,
+            limit.limit,
+            limit.in_flight,
+            why,
+        )
+
+    async def _local_slot(self, limit: AimdLimit) -> int:
+        async with self._changed:
+            while True:
+                if self.has_headroom():
+                    epoch = limit.try_acquire()
+                    if epoch is not None:
+                        self.in_flight += 1
+                        return epoch
+                await self._changed.wait()
+
+    async def _give_back(self, limit: AimdLimit) -> None:
+        limit.release()
+        self.in_flight -= 1
+        await self._notify()
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _take_leases(self, wanted: list[tuple[str, int, bool]]) -> list[Lease] | None:
+        if not wanted:
+            return []
+        try:
+            return await self._in_thread(lambda: self._take_all(wanted))
+        except ArchiveUnavailableError as exc:
+            logger.warning("leases unavailable; the job waits error=%s", exc)
+            return None
+
+    def _take_all(self, wanted: list[tuple[str, int, bool]]) -> list[Lease] | None:
+        """In the lease thread: every lease, or none (the ones taken are given back)."""
+        if self._store is None:
+            self._store = self._store_factory()
+        taken: list[Lease] = []
+        for key, limit, _per_minute in wanted:
+            lease = self._store.try_acquire(key, limit=limit)
+            if lease is None:
+                self._release(taken)
+                return None
+            taken.append(lease)
+        for lease in taken:
+            if lease.key.endswith(":minute"):
+                self._later(RATE_WINDOW_S, functools.partial(self._release, [lease]))
+        return taken
+
+    def _later(self, delay_s: float, action: Callable[[], None]) -> None:
+        """Runs ``action`` in the lease thread ``delay_s`` seconds from now (not after stop)."""
+
+        def submit() -> None:
+            with contextlib.suppress(RuntimeError):  # shut down: the connection is closed
+                self._executor.submit(action)
+
+        timer = threading.Timer(delay_s, submit)
+        timer.daemon = True
+        timer.start()
+
+    def _release(self, leases: list[Lease]) -> None:
+        """In the lease thread: releases ``leases``, logging a failure (the connection is gone,
+        and the leases with it)."""
+        if self._store is None:
+            return
+        for lease in leases:
+            try:
+                self._store.release(lease)
+            except Exception as exc:
+                logger.warning("lease release failed key=%s error=%r", lease.key, exc)
+
+    async def _in_thread(self, call: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    async def _sample(self) -> None:
+        loop = asyncio.get_running_loop()
+        wall, cpu = loop.time(), time.process_time()
+        while True:
+            await asyncio.sleep(SAMPLE_S)
+            now, now_cpu = loop.time(), time.process_time()
+            lag_s = now - wall - SAMPLE_S
+            self._headroom.sample(lag_s=lag_s, cpu_s=now_cpu - cpu, wall_s=now - wall)
+            wall, cpu = now, now_cpu
+            metrics.WORKER_HEADROOM.set(1 if self._headroom.ok else 0)
+            await self._notify()
