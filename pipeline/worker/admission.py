@@ -87,10 +87,10 @@ class Ticket:
         self.released = False
 
     def throttled(self, retry_after_s: float | None) -> None:
-        """The call was throttled: the target's limit decreases (once per epoch)."""
+        """The call was throttled: the target's limit decreases, unless a decrease came after
+        this job was admitted (its retries answer the same overshoot)."""
         if self._limit.on_throttled(self._epoch):
             self._admission.limit_changed(self._target, self._limit, "throttled")
-        self._epoch = self._limit.epoch
 
     def first_line(self, latency_s: float) -> None:
         """The call's first line came: the limit grows, or shrinks when latency rose."""
