@@ -1,23 +1,28 @@
-"""Admission: when a worker may start a job's stream.
+"""Admission: when a worker may take a job, and when the job may open its stream.
 
-A job waits in :meth:`Admission.acquire` until all of these hold, in this order:
+A job waits in :meth:`Admission.acquire` (before its ``started`` event) until all of these hold:
 
-1. **headroom** — the worker drives fewer than ``worker_concurrency`` streams, and its event
-   loop runs on time and its CPU is below ``worker_max_cpu`` (:class:`~.limits.Headroom`,
-   sampled every :data:`SAMPLE_S`); one stream is always allowed;
-2. **the target's adaptive limit** — fewer streams to the job's agent (:func:`target_key`: the
-   chat URL's host and path) than its :class:`~.limits.AimdLimit` allows in this worker; the
-   limit grows with every first line and shrinks on 429s and rising first-line latency, so a
-   run finds the agent's limit by itself (each worker finds its share);
+1. **headroom** — the worker holds fewer than ``worker_concurrency`` jobs, and its event loop
+   runs on time and its CPU is below ``worker_max_cpu`` (:class:`~.limits.Headroom`, sampled
+   every :data:`SAMPLE_S`); one job is always allowed;
+2. **the target's adaptive limit** — fewer jobs prepared for the job's agent
+   (:func:`target_key`: the chat URL's host and path) than its :class:`~.limits.AimdLimit`
+   allows plus a spare quarter; the limit grows with every first line and shrinks on 429s and
+   rising first-line latency, so a run finds the agent's limit by itself (each worker its share);
 3. **the group's leases** — when the job carries ``limits`` (key: its run) or
    ``target_limits`` (key: its target): a stream lease below ``max_concurrency`` and a
    one-minute lease below ``requests_per_minute``, each counted across every worker of the
    group in PostgreSQL (:mod:`pipeline.archive.leases`). A job that finds a limit reached gives
-   its local slot back and tries again every ``leases_poll_s`` (±50%).
+   its place back and tries again every ``leases_poll_s`` (±50%).
 
-The :class:`Ticket` it returns is the job's :class:`~pipeline.worker.job_control.Throttling`
-observer; releasing it frees the stream slot and lease (the per-minute lease runs out 60 s after
-it was taken, or when the worker's connection closes).
+Then, right before each call (:meth:`Ticket.admitted`, after ``started`` is durable), the job
+takes a stream slot of the target's limit (at most ``allowed`` streams at once); the slot and the
+stream leases are freed as soon as the stream closes (:meth:`Ticket.stream_ended`), so the next,
+already prepared, job calls at once instead of after two Kafka round trips. A next attempt of the
+same job (a broken stream) takes its leases and slot again.
+
+The :class:`Ticket` is the job's :class:`~pipeline.worker.job_control.Throttling` observer. A
+per-minute lease runs out 60 s after it was taken (or when the worker's connection closes).
 """
 
 from __future__ import annotations
@@ -74,21 +79,29 @@ def lease_keys(job: ChatJob) -> list[tuple[str, int, bool]]:
 
 
 class Ticket:
-    """A job's admission: its slot in the target's limit and its leases (module docstring)."""
+    """A job's admission (module docstring): its place among the target's prepared jobs, its
+    stream slot while it streams, and its leases."""
 
     def __init__(
-        self, admission: Admission, limit: AimdLimit, target: str, epoch: int, leases: list[Lease]
+        self,
+        admission: Admission,
+        job: ChatJob,
+        limit: AimdLimit,
+        wanted: list[tuple[str, int, bool]],
+        leases: list[Lease],
     ) -> None:
         self._admission = admission
         self._limit = limit
-        self._target = target
-        self._epoch = epoch
-        self.leases = leases
+        self._target = target_key(job.chat_url)
+        self._wanted = wanted
+        self._epoch = limit.epoch
+        self.leases: list[Lease] | None = leases
+        self.streaming = False
         self.released = False
 
     def throttled(self, retry_after_s: float | None) -> None:
         """The call was throttled: the target's limit decreases, unless a decrease came after
-        this job was admitted (its retries answer the same overshoot)."""
+        this stream slot was taken (its retries answer the same overshoot)."""
         if self._limit.on_throttled(self._epoch):
             self._admission.limit_changed(self._target, self._limit, "throttled")
 
@@ -98,14 +111,32 @@ class Ticket:
             self._admission.limit_changed(self._target, self._limit, "latency")
         metrics.TARGET_LIMIT.labels(target=self._target).set(self._limit.limit)
 
+    async def admitted(self) -> None:
+        """Waits for the leases (a next attempt) and a stream slot, before a call."""
+        if self.streaming:
+            return
+        if self.leases is None:
+            self.leases = await self._admission.wait_leases(self._wanted)
+        self._epoch = await self._admission.stream_slot(self._limit)
+        self.streaming = True
+
+    def stream_ended(self) -> None:
+        """The stream closed: frees the stream slot and the stream leases now."""
+        if self.streaming:
+            self.streaming = False
+            self._limit.release()
+            self._admission.changed()
+        if self.leases is not None:
+            self._admission.release_leases(self.leases)
+            self.leases = None
+
     def release(self) -> None:
-        """Frees the stream slot and the stream leases (idempotent)."""
+        """The job ended: frees everything it held (idempotent)."""
         if not self.released:
             self.released = True
-            self._admission.release(self)
-
-    def release_limit(self) -> None:
-        self._limit.release()
+            self.stream_ended()
+            self._limit.unprepare()
+            self._admission.job_ended()
 
 
 class Admission:
@@ -168,13 +199,10 @@ class Admission:
 
     @asynccontextmanager
     async def admitted(self, job: ChatJob) -> AsyncIterator[Ticket]:
-        """Waits for ``job``'s admission; releases it on the way out.
+        """Waits for ``job``'s admission (:meth:`acquire`); releases it on the way out.
 
         Yields:
             The job's ticket (its throttling observer).
-
-        While PostgreSQL cannot be reached, a job that needs leases keeps waiting (a limit that
-        cannot be counted is not ignored).
         """
         ticket = await self.acquire(job)
         try:
@@ -183,28 +211,51 @@ class Admission:
             ticket.release()
 
     async def acquire(self, job: ChatJob) -> Ticket:
-        """Waits until ``job`` may start (module docstring). Returns: its ticket."""
+        """Waits until ``job`` may start (module docstring, 1–3). Returns: its ticket.
+
+        While PostgreSQL cannot be reached, a job that needs leases keeps waiting (a limit that
+        cannot be counted is not ignored).
+        """
         started = time.monotonic()
-        target = target_key(job.chat_url)
         limit = self.limit_of(job.chat_url)
         wanted = lease_keys(job)
         while True:
-            epoch = await self._local_slot(limit)
+            await self._prepare(limit)
             leases = await self._take_leases(wanted)
             if leases is not None:
                 break
-            await self._give_back(limit)
+            limit.unprepare()
+            self.job_ended()
             await asyncio.sleep(self._settings.leases_poll_s * random.uniform(0.5, 1.5))
         metrics.ADMISSION_WAIT_S.observe(time.monotonic() - started)
-        return Ticket(self, limit, target, epoch, leases)
+        return Ticket(self, job, limit, wanted, leases)
 
-    def release(self, ticket: Ticket) -> None:
-        """Frees a ticket's slot and stream leases (called by :meth:`Ticket.release`)."""
-        ticket.release_limit()
-        self.in_flight -= 1
-        streams = [lease for lease in ticket.leases if not lease.key.endswith(":minute")]
+    async def stream_slot(self, limit: AimdLimit) -> int:
+        """Waits for a stream slot of ``limit``. Returns: the epoch it was taken in."""
+        async with self._changed:
+            while (epoch := limit.try_acquire()) is None:
+                await self._changed.wait()
+            return epoch
+
+    async def wait_leases(self, wanted: list[tuple[str, int, bool]]) -> list[Lease]:
+        """Waits until every lease in ``wanted`` is taken (polling). Returns: the leases."""
+        while (leases := await self._take_leases(wanted)) is None:  # noqa: ASYNC110 (other workers)
+            await asyncio.sleep(self._settings.leases_poll_s * random.uniform(0.5, 1.5))
+        return leases
+
+    def release_leases(self, leases: list[Lease]) -> None:
+        """Releases the stream leases among ``leases`` (per-minute ones run out by themselves)."""
+        streams = [lease for lease in leases if not lease.key.endswith(":minute")]
         if streams:
             asyncio.get_running_loop().run_in_executor(self._executor, self._release, streams)
+
+    def job_ended(self) -> None:
+        """A job admitted by :meth:`acquire` ended (or gave its place back)."""
+        self.in_flight -= 1
+        self.changed()
+
+    def changed(self) -> None:
+        """Wakes the jobs waiting for a place or a stream slot."""
         asyncio.get_running_loop().create_task(self._notify())
 
     def limit_changed(self, target: str, limit: AimdLimit, why: str) -> None:
@@ -218,20 +269,11 @@ class Admission:
             why,
         )
 
-    async def _local_slot(self, limit: AimdLimit) -> int:
+    async def _prepare(self, limit: AimdLimit) -> None:
         async with self._changed:
-            while True:
-                if self.has_headroom():
-                    epoch = limit.try_acquire()
-                    if epoch is not None:
-                        self.in_flight += 1
-                        return epoch
+            while not (self.has_headroom() and limit.try_prepare()):
                 await self._changed.wait()
-
-    async def _give_back(self, limit: AimdLimit) -> None:
-        limit.release()
-        self.in_flight -= 1
-        await self._notify()
+            self.in_flight += 1
 
     async def _notify(self) -> None:
         async with self._changed:

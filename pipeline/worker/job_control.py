@@ -62,6 +62,12 @@ class Throttling(Protocol):
     def first_line(self, latency_s: float) -> None:
         """The first line arrived ``latency_s`` seconds after the successful call started."""
 
+    def stream_ended(self) -> None:
+        """The attempt's stream is closed: its slot and stream leases may go to another job."""
+
+    async def admitted(self) -> None:
+        """Returns once the job holds a stream slot again (after :meth:`stream_ended`)."""
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -183,6 +189,17 @@ class JobControl:
         """Tells the observer how long the latest call took to give its first line."""
         if self._observer is not None:
             self._observer.first_line(time.monotonic() - self.call_started)
+
+    def stream_ended(self) -> None:
+        """Tells the observer the attempt's stream is closed (its slot is free before the
+        terminal event is delivered)."""
+        if self._observer is not None:
+            self._observer.stream_ended()
+
+    async def admitted(self) -> None:
+        """Waits until the job may open a stream (a next attempt takes a slot again)."""
+        if self._observer is not None:
+            await self._observer.admitted()
 
     def take_throttled(self) -> int:
         """Returns: throttled answers since the last call (for an attempt's terminal event)."""

@@ -266,6 +266,7 @@ class JobRunner:
                 try:
                     await self._stream(run, output)
                 finally:
+                    run.control.stream_ended()
                     watchdog.cancel()
                     await asyncio.gather(watchdog, return_exceptions=True)
         except _OutputFailedError as exc:
@@ -294,6 +295,7 @@ class JobRunner:
         the service after the previous worker was lost) is closed unrecorded and fetched again
         every ``state_poll_s`` until the turn ended; the deadline bounds the wait.
         """
+        await run.control.admitted()  # a later attempt waits for its stream slot again
         while True:
             deadline_at = run.started + (run.job.deadline_s or self._job_deadline_s)
             retrying = self._retry.retrying(run.control, deadline_at=deadline_at)

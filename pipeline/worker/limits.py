@@ -29,6 +29,11 @@ LATENCY_SMOOTHING: Final = 0.2
 """Weight of a new first-line latency in the smoothed figure (exponential moving average)."""
 BASELINE_DRIFT: Final = 0.01
 """How fast the latency baseline follows latencies above it (it drops to a lower one at once)."""
+SPARE_RATIO: Final = 0.25
+"""Jobs admitted ahead of a free stream slot, as a share of the limit (at least
+:data:`MIN_SPARE`): they deliver their ``started`` event while the streams run, and call the
+moment a stream ends, so a slot is not idle for a Kafka round trip between two jobs."""
+MIN_SPARE: Final = 2
 
 
 @dataclass
@@ -44,7 +49,9 @@ class AimdLimit:
 
     Attributes:
         limit: The current limit (fractional; :attr:`allowed` is its floor).
-        in_flight: Calls admitted and not released.
+        in_flight: Streams (calls) admitted and not released.
+        prepared: Jobs admitted to this target (streaming or about to), at most
+            :attr:`allowed` plus :attr:`spare`.
         epoch: Decreases so far; tickets carry the epoch they were admitted in.
         slow_start: True until the first decrease.
         baseline_s, smoothed_s: First-line latency baseline and moving average (None: no
@@ -59,6 +66,7 @@ class AimdLimit:
     min_rise_s: float = MIN_RISE_S
     limit: float = field(init=False)
     in_flight: int = field(default=0, init=False)
+    prepared: int = field(default=0, init=False)
     epoch: int = field(default=0, init=False)
     slow_start: bool = field(default=True, init=False)
     baseline_s: float | None = field(default=None, init=False)
@@ -74,6 +82,22 @@ class AimdLimit:
     def allowed(self) -> int:
         """Calls allowed in flight now: the limit's floor, at least ``minimum``."""
         return max(math.floor(self.limit), self.minimum)
+
+    @property
+    def spare(self) -> int:
+        """Jobs that may be prepared beyond :attr:`allowed` (:data:`SPARE_RATIO`)."""
+        return max(math.ceil(self.allowed * SPARE_RATIO), MIN_SPARE)
+
+    def try_prepare(self) -> bool:
+        """Admits one job to prepare (below ``allowed + spare``). Returns: whether it was."""
+        if self.prepared >= self.allowed + self.spare:
+            return False
+        self.prepared += 1
+        return True
+
+    def unprepare(self) -> None:
+        """A job admitted by :meth:`try_prepare` ended."""
+        self.prepared = max(self.prepared - 1, 0)
 
     def try_acquire(self) -> int | None:
         """Admits one call when fewer than :attr:`allowed` are in flight.

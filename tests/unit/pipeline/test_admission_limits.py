@@ -148,19 +148,42 @@ def test_lease_keys_follow_the_job_s_limits() -> None:
     assert ChatJob.from_value(job.to_value()) == job
 
 
-async def test_admission_waits_for_the_target_limit_and_the_ceiling() -> None:
-    settings = Settings(worker_concurrency=3, target_initial_concurrency=2)
+async def test_admission_prepares_a_spare_quarter_and_streams_up_to_the_limit() -> None:
+    settings = Settings(worker_concurrency=5, target_initial_concurrency=2)
     admission = Admission(settings)
-    first, second = await admission.acquire(_job()), await admission.acquire(_job())
-    third = asyncio.create_task(admission.acquire(_job()))
+    tickets = [await admission.acquire(_job()) for _ in range(4)]  # 2 allowed + 2 spare
+    fifth = asyncio.create_task(admission.acquire(_job()))
     await asyncio.sleep(0.05)
-    assert not third.done()  # the target's limit is 2
+    assert not fifth.done()  # the target has its prepared jobs
+    for ticket in tickets[:2]:
+        await ticket.admitted()
+    third_stream = asyncio.create_task(tickets[2].admitted())
+    await asyncio.sleep(0.05)
+    assert not third_stream.done()  # two streams at once
     other = await admission.acquire(_job(chat_url=URL.replace("agents/7", "agents/9")))
-    assert admission.in_flight == 3
-    first.release()
-    ticket = await asyncio.wait_for(third, 1)
-    assert admission.in_flight == 3
-    for done in (second, other, ticket):
-        done.release()
+    assert admission.in_flight == 5
+    tickets[0].stream_ended()  # the slot is free before the job ends
+    await asyncio.wait_for(third_stream, 1)
+    assert not fifth.done()  # ... but the job's place is not
+    tickets[0].release()
+    last = await asyncio.wait_for(fifth, 1)
+    for ticket in [*tickets[1:], other, last]:
+        ticket.release()
+    await asyncio.sleep(0)
     assert admission.in_flight == 0
+    limit = admission.limit_of(URL)
+    assert (limit.in_flight, limit.prepared) == (0, 0)
+    await admission.stop()
+
+
+async def test_headroom_ceiling_holds_jobs_of_every_target() -> None:
+    admission = Admission(Settings(worker_concurrency=2, target_initial_concurrency=8))
+    first = await admission.acquire(_job())
+    await admission.acquire(_job(chat_url=URL.replace("agents/7", "agents/8")))
+    assert not admission.has_headroom()
+    third = asyncio.create_task(admission.acquire(_job(chat_url=URL.replace("7", "6"))))
+    await asyncio.sleep(0.05)
+    assert not third.done()
+    first.release()
+    await asyncio.wait_for(third, 1)
     await admission.stop()

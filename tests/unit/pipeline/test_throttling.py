@@ -40,12 +40,20 @@ class Observer:
     def __init__(self) -> None:
         self.throttles: list[float | None] = []
         self.latencies: list[float] = []
+        self.ended = 0
+        self.admissions = 0
 
     def throttled(self, retry_after_s: float | None) -> None:
         self.throttles.append(retry_after_s)
 
     def first_line(self, latency_s: float) -> None:
         self.latencies.append(latency_s)
+
+    def stream_ended(self) -> None:
+        self.ended += 1
+
+    async def admitted(self) -> None:
+        self.admissions += 1
 
 
 def _job(**fields: Any) -> ChatJob:
@@ -136,6 +144,7 @@ async def test_throttled_answers_burn_no_attempt_and_are_counted() -> None:
     assert terminal.throttled == 5
     assert observer.throttles == [0.01, 0.01, 0.01, 0.01, 0.0]
     assert len(observer.latencies) == 1
+    assert observer.ended == 1 and observer.admissions == 1
 
 
 async def test_failures_still_burn_attempts_between_throttles() -> None:
