@@ -11,6 +11,10 @@ and one ``chatscribe sink`` run ``jobs`` jobs against it; nothing tells the work
   limit and kept exactly that many streams open, with no gap between jobs); target ≥ 0.9;
 * details: failed jobs, 429s sent by the agent and archived as absorbed, mean streams over the
   window and over the run's middle (limit first reached → last stream opened).
+
+A second result compares the same jobs/s with a plain asyncio + httpx reader that *knows* the
+limit (exactly ``max_streams`` readers, :func:`bench.reader.read_all`) against a fresh agent, in
+the same run: what this machine allows at that moment, without Kafka or the archive.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ from typing import Any, Final
 
 from bench import processes
 from bench.archive_schema import BenchSpace
+from bench.reader import read_all
 from bench.results import Result, Target
 from bench.transcripts import Transcript
-from bench.workload import bench_jobs
+from bench.workload import bench_jobs, request_bodies
 from pipeline.archive.engine import create_engine
 from pipeline.archive.runs import run_progress, run_throttling
 from pipeline.runs.submit import submit_jobs
@@ -50,18 +55,41 @@ class RateLimitFigures:
     run_s: float
 
 
+def _agent(name: str) -> tuple[processes.Child, int]:
+    port = processes.free_port()
+    agent = processes.start(
+        name, "bench.limited_chat", "--port", str(port),
+        "--api-key", processes.BENCH_API_KEY, "--max-streams", str(MAX_STREAMS),
+        "--turn-s", str(TURN_S), "--retry-after-s", str(RETRY_AFTER_S),
+    )  # fmt: skip
+    return agent, port
+
+
+def reader_jobs_per_s(transcripts: list[Transcript], jobs: int) -> float:
+    """Returns: jobs/s of a plain reader keeping exactly ``MAX_STREAMS`` streams open."""
+    agent, port = _agent("limited-chat-reader")
+    try:
+        processes.wait_healthy(agent, port)
+        url = processes.chat_url(port)
+        bodies = request_bodies(bench_jobs(transcripts, jobs, chat_url=url))
+        run = asyncio.run(
+            read_all(url, bodies, api_key=processes.BENCH_API_KEY, concurrency=MAX_STREAMS)
+        )
+    finally:
+        agent.stop()
+    if run.failed:
+        raise RuntimeError(f"the reader saw {run.failed} failed streams")
+    return jobs / run.elapsed_s
+
+
 def measure(transcripts: list[Transcript], jobs: int) -> RateLimitFigures:
-    """Runs ``jobs`` jobs through a worker and a sink against the limited agent.
+    """Runs ``jobs`` jobs through a worker and a sink against the limited agent, then the same
+    streams through the reader.
 
     Raises:
         ChildError: A process died. TimeoutError: the run did not finish in time.
     """
-    port = processes.free_port()
-    agent = processes.start(
-        "limited-chat", "bench.limited_chat", "--port", str(port),
-        "--api-key", processes.BENCH_API_KEY, "--max-streams", str(MAX_STREAMS),
-        "--turn-s", str(TURN_S), "--retry-after-s", str(RETRY_AFTER_S),
-    )  # fmt: skip
+    agent, port = _agent("limited-chat")
     url = processes.chat_url(port)
     space = BenchSpace.new("ratelimit", api_key=processes.BENCH_API_KEY, chat_url=url)
     children = [agent]
@@ -72,11 +100,12 @@ def measure(transcripts: list[Transcript], jobs: int) -> RateLimitFigures:
         env.pop("CHATSCRIBE_WORKER_CONCURRENCY")  # the default, as a user runs it
         for name in ("worker", "sink"):
             children.append(processes.start(f"ratelimit-{name}", "pipeline.cli.app", name, env=env))
-        return _run(space, bench_jobs(transcripts, jobs, chat_url=url), port, children)
+        figures = _run(space, bench_jobs(transcripts, jobs, chat_url=url), port, children)
     finally:
         for child in reversed(children):
             child.stop()
         space.drop()
+    return figures
 
 
 def _run(
@@ -115,6 +144,7 @@ def _run(
 def results(transcripts: list[Transcript], jobs: int) -> list[Result]:
     """Returns: the ``ratelimit-<jobs>`` result (module docstring)."""
     f = measure(transcripts, jobs)
+    reader = reader_jobs_per_s(transcripts, jobs)
     agent = f.agent
     window_s = agent["window_s"] or float("nan")
     details = {
@@ -129,6 +159,7 @@ def results(transcripts: list[Transcript], jobs: int) -> list[Result]:
         "steady_mean_streams": agent["steady_mean_streams"],
         "peak_streams": agent["peak"],
         "run_s": f.run_s,
+        "reader_jobs_per_s": reader,
     }
     label = f"the agent's limit: {MAX_STREAMS} streams of {TURN_S:g} s turns"
     ours = agent["served"] / window_s
@@ -141,5 +172,12 @@ def results(transcripts: list[Transcript], jobs: int) -> list[Result]:
             label,
             target=TARGET,
             details=details,
-        )
+        ),
+        Result(
+            f"ratelimit-{f.jobs}-vs-reader",
+            ours,
+            reader,
+            "jobs/s",
+            f"a plain httpx reader keeping exactly {MAX_STREAMS} streams open (knows the limit)",
+        ),
     ]

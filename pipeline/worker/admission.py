@@ -7,7 +7,7 @@ A job waits in :meth:`Admission.acquire` (before its ``started`` event) until al
    every :data:`SAMPLE_S`); one job is always allowed;
 2. **the target's adaptive limit** — fewer jobs prepared for the job's agent
    (:func:`target_key`: the chat URL's host and path) than its :class:`~.limits.AimdLimit`
-   allows plus a spare quarter; the limit grows with every first line and shrinks on 429s and
+   allows plus a spare half; the limit grows with every first line and shrinks on 429s and
    rising first-line latency, so a run finds the agent's limit by itself (each worker its share);
 3. **the group's leases** — when the job carries ``limits`` (key: its run) or
    ``target_limits`` (key: its target): a stream lease below ``max_concurrency`` and a

@@ -29,7 +29,7 @@ LATENCY_SMOOTHING: Final = 0.2
 """Weight of a new first-line latency in the smoothed figure (exponential moving average)."""
 BASELINE_DRIFT: Final = 0.01
 """How fast the latency baseline follows latencies above it (it drops to a lower one at once)."""
-SPARE_RATIO: Final = 0.25
+SPARE_RATIO: Final = 0.5
 """Jobs admitted ahead of a free stream slot, as a share of the limit (at least
 :data:`MIN_SPARE`): they deliver their ``started`` event while the streams run, and call the
 moment a stream ends, so a slot is not idle for a Kafka round trip between two jobs."""

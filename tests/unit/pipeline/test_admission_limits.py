@@ -148,7 +148,7 @@ def test_lease_keys_follow_the_job_s_limits() -> None:
     assert ChatJob.from_value(job.to_value()) == job
 
 
-async def test_admission_prepares_a_spare_quarter_and_streams_up_to_the_limit() -> None:
+async def test_admission_prepares_a_spare_half_and_streams_up_to_the_limit() -> None:
     settings = Settings(worker_concurrency=5, target_initial_concurrency=2)
     admission = Admission(settings)
     tickets = [await admission.acquire(_job()) for _ in range(4)]  # 2 allowed + 2 spare
