@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -21,10 +22,12 @@ import pytest
 from limited_agent_support import agent_stats, limited_agent, questions_file, wait_balanced
 from stack_support import ROOT, ProcessStack, isolated_settings
 
+from models.records import ChatJob
 from pipeline.archive.engine import create_engine
 from pipeline.archive.leases import LeaseStore
 from pipeline.archive.runs import run_throttling
 from pipeline.settings import Settings
+from pipeline.worker.admission import Admission
 
 pytestmark = [pytest.mark.integration]
 
@@ -80,6 +83,47 @@ def test_racing_workers_never_take_more_leases_than_the_limit(settings: Settings
     finally:
         for store in stores:
             store.close()
+
+
+def _job(number: int, **limits: object) -> ChatJob:
+    return ChatJob.model_validate(
+        {
+            "job_id": f"j{number}",
+            "run_id": "run-1",
+            "question": "q",
+            "session_settings": {"externalId": "u"},
+            "chat_url": "http://agent.test/api/v1/public/r/a/agents/1/chat/stream-chat-state",
+            **limits,
+        }
+    )
+
+
+@pytest.mark.timeout(60)
+async def test_two_admissions_share_a_run_s_stream_and_minute_limits(settings: Settings) -> None:
+    """Two workers' admissions (one connection each) against one run's limits."""
+    quick = settings.model_copy(update={"leases_poll_s": 0.05})
+    first, second = Admission(quick), Admission(quick)
+    limits = {"limits": {"max_concurrency": 3, "requests_per_minute": 5}}
+    try:
+        held = [await first.acquire(_job(0, **limits)), await second.acquire(_job(1, **limits))]
+        held.append(await first.acquire(_job(2, **limits)))
+        waiting = asyncio.create_task(second.acquire(_job(3, **limits)))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # three streams of the run are out, across both workers
+        await held[0].admitted()
+        held[0].release()  # its stream lease goes back; its minute lease stays
+        fourth = await asyncio.wait_for(waiting, 5)
+        fourth.release()
+        fifth = await asyncio.wait_for(first.acquire(_job(4, **limits)), 5)
+        sixth = asyncio.create_task(second.acquire(_job(5, **limits)))
+        await asyncio.sleep(0.3)
+        assert not sixth.done()  # five calls started this minute, whoever released
+        sixth.cancel()
+        for ticket in [*held[1:], fifth]:
+            ticket.release()
+    finally:
+        await first.stop()
+        await second.stop()
 
 
 @pytest.mark.timeout(240)

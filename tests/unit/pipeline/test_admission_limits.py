@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -187,3 +188,23 @@ async def test_headroom_ceiling_holds_jobs_of_every_target() -> None:
     first.release()
     await asyncio.wait_for(third, 1)
     await admission.stop()
+
+
+async def test_a_blocked_event_loop_closes_the_headroom() -> None:
+    admission = Admission(Settings(worker_max_loop_lag_ms=50))
+    await admission.start()
+    try:
+        first = await admission.acquire(_job())  # one job is always allowed
+        for _ in range(6):
+            time.sleep(0.3)  # noqa: ASYNC251 - the point: a loop that does not come back
+            await asyncio.sleep(0.01)  # the sampler's timer fires, late
+        assert admission._headroom.lag_s > 0.05
+        assert not admission.has_headroom()
+        blocked = asyncio.create_task(admission.acquire(_job()))
+        await asyncio.sleep(0.05)
+        assert not blocked.done()
+        await asyncio.wait_for(blocked, 5)  # the loop runs on time again: headroom reopens
+        assert admission.has_headroom() or admission.in_flight == 2
+        first.release()
+    finally:
+        await admission.stop()
