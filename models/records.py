@@ -55,7 +55,8 @@ class RateLimits(_Record):
 
     Attributes:
         max_concurrency: Most streams at once.
-        requests_per_minute: Most chat calls started in any 60-second window.
+        requests_per_minute: Most job attempts started in any 60-second window (a call asked
+            again after a 429 is the same attempt).
     """
 
     max_concurrency: int | None = Field(default=None, ge=1)

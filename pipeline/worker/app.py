@@ -188,12 +188,11 @@ class WorkerResources(Service):
             logger.info("job already finished job_id=%s attempt=%s", job.job_id, prior.attempt)
             return
         await self._close_lost_attempt(job, prior)
-        early = self.cancellations.take_early(job.job_id)
-        if early is not None:
-            reason = f"{early} before start"
-            await self._runner.skip(job, output, reason=reason, attempt=prior.attempt + 1)
+        if await self._skipped_early(job, output, prior):
             return
         async with self.admission.admitted(job) as ticket:  # pipeline.worker.admission
+            if await self._skipped_early(job, output, prior):  # cancelled while it waited
+                return
             control = JobControl(observer=ticket)
             self.cancellations.running[job.job_id] = control
             try:
@@ -202,6 +201,16 @@ class WorkerResources(Service):
                     await requeue(self._producer, message)  # before the original is acked
             finally:
                 self.cancellations.running.pop(job.job_id, None)
+
+    async def _skipped_early(self, job: ChatJob, output: JobOutput, prior: PriorAttempts) -> bool:
+        """Records ``job`` aborted when it was cancelled before it started. Returns: whether."""
+        assert self._runner is not None, "WorkerResources not started"
+        early = self.cancellations.take_early(job.job_id)
+        if early is None:
+            return False
+        reason = f"{early} before start"
+        await self._runner.skip(job, output, reason=reason, attempt=prior.attempt + 1)
+        return True
 
     async def _close_lost_attempt(self, job: ChatJob, prior: PriorAttempts) -> None:
         """Records the lost attempt as superseded before the next one starts (durably)."""
