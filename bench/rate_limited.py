@@ -12,6 +12,9 @@ and one ``chatscribe sink`` run ``jobs`` jobs against it; nothing tells the work
 * details: failed jobs, 429s sent by the agent and archived as absorbed, mean streams over the
   window and over the run's middle (limit first reached → last stream opened).
 
+``ratelimit-<N>-steady`` gives that middle on its own: mean streams at the agent against its
+limit, without the ramp-up and the final drain (which a client that knows the limit pays too).
+
 A second result compares the same jobs/s with a plain asyncio + httpx reader that *knows* the
 limit (exactly ``max_streams`` readers, :func:`bench.reader.read_all`) against a fresh agent, in
 the same run: what this machine allows at that moment, without Kafka or the archive.
@@ -172,6 +175,14 @@ def results(transcripts: list[Transcript], jobs: int) -> list[Result]:
             label,
             target=TARGET,
             details=details,
+        ),
+        Result(
+            f"ratelimit-{f.jobs}-steady",
+            agent["steady_mean_streams"],
+            float(MAX_STREAMS),
+            "streams",
+            "the agent's limit, from the limit first reached to the last stream opened",
+            target=TARGET,
         ),
         Result(
             f"ratelimit-{f.jobs}-vs-reader",
