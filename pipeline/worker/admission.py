@@ -158,7 +158,7 @@ class Admission:
             max_lag_s=settings.worker_max_loop_lag_ms / 1000, max_cpu=settings.worker_max_cpu
         )
         self._targets: dict[str, AimdLimit] = {}
-        self._changed = asyncio.Condition()
+        self._wake = asyncio.Event()
         self._store_factory = store_factory or (lambda: LeaseStore(settings))
         self._store: LeaseStore | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leases")
@@ -232,10 +232,9 @@ class Admission:
 
     async def stream_slot(self, limit: AimdLimit) -> int:
         """Waits for a stream slot of ``limit``. Returns: the epoch it was taken in."""
-        async with self._changed:
-            while (epoch := limit.try_acquire()) is None:
-                await self._changed.wait()
-            return epoch
+        while (epoch := limit.try_acquire()) is None:
+            await self._wake.wait()
+        return epoch
 
     async def wait_leases(self, wanted: list[tuple[str, int, bool]]) -> list[Lease]:
         """Waits until every lease in ``wanted`` is taken (polling). Returns: the leases."""
@@ -256,7 +255,8 @@ class Admission:
 
     def changed(self) -> None:
         """Wakes the jobs waiting for a place or a stream slot."""
-        asyncio.get_running_loop().create_task(self._notify())
+        wake, self._wake = self._wake, asyncio.Event()
+        wake.set()
 
     def limit_changed(self, target: str, limit: AimdLimit, why: str) -> None:
         """Logs and exports a decrease of ``target``'s limit."""
@@ -270,14 +270,9 @@ class Admission:
         )
 
     async def _prepare(self, limit: AimdLimit) -> None:
-        async with self._changed:
-            while not (self.has_headroom() and limit.try_prepare()):
-                await self._changed.wait()
-            self.in_flight += 1
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+        while not (self.has_headroom() and limit.try_prepare()):
+            await self._wake.wait()
+        self.in_flight += 1
 
     async def _take_leases(self, wanted: list[tuple[str, int, bool]]) -> list[Lease] | None:
         if not wanted:
@@ -339,4 +334,4 @@ class Admission:
             self._headroom.sample(lag_s=lag_s, cpu_s=now_cpu - cpu, wall_s=now - wall)
             wall, cpu = now, now_cpu
             metrics.WORKER_HEADROOM.set(1 if self._headroom.ok else 0)
-            await self._notify()
+            self.changed()
