@@ -163,6 +163,7 @@ class Admission:
         self._store: LeaseStore | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leases")
         self._sampler: asyncio.Task[None] | None = None
+        self._leases_down_since: float | None = None
         self.in_flight = 0
 
     def __repr__(self) -> str:
@@ -278,10 +279,17 @@ class Admission:
         if not wanted:
             return []
         try:
-            return await self._in_thread(lambda: self._take_all(wanted))
+            leases = await self._in_thread(lambda: self._take_all(wanted))
         except ArchiveUnavailableError as exc:
-            logger.warning("leases unavailable; the job waits error=%s", exc)
+            if self._leases_down_since is None:  # one warning per outage, not one per poll
+                self._leases_down_since = time.monotonic()
+                logger.warning("leases unavailable; jobs with limits wait error=%s", exc)
             return None
+        if self._leases_down_since is not None:
+            down_s = time.monotonic() - self._leases_down_since
+            logger.warning("leases available again down_s=%.1f", down_s)
+            self._leases_down_since = None
+        return leases
 
     def _take_all(self, wanted: list[tuple[str, int, bool]]) -> list[Lease] | None:
         """In the lease thread: every lease, or none (the ones taken are given back)."""

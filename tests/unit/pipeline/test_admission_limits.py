@@ -208,3 +208,42 @@ async def test_a_blocked_event_loop_closes_the_headroom() -> None:
         first.release()
     finally:
         await admission.stop()
+
+
+class FlakyStore:
+    """A lease store (pure stand-in) that is unreachable for its first ``down`` calls."""
+
+    def __init__(self, down: int) -> None:
+        self.down = down
+        self.calls = 0
+
+    def try_acquire(self, key: str, *, limit: int) -> Any:
+        from pipeline.archive.leases import Lease
+        from pipeline.errors import ArchiveUnavailableError
+
+        self.calls += 1
+        if self.calls <= self.down:
+            raise ArchiveUnavailableError("connection refused")
+        return Lease(key, 1, self.calls)
+
+    def release(self, lease: Any) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+async def test_jobs_with_limits_wait_out_an_unreachable_database(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = FlakyStore(down=4)
+    settings = Settings(leases_poll_s=0.01)
+    admission = Admission(settings, store_factory=lambda: store)  # type: ignore[arg-type,return-value]
+    job = _job(limits={"max_concurrency": 2})
+    ticket = await asyncio.wait_for(admission.acquire(job), 5)
+    assert store.calls == 5
+    assert [lease.key for lease in ticket.leases or []] == ["run:r1:streams"]
+    warnings = [r.getMessage() for r in caplog.records if "leases" in r.getMessage()]
+    assert len(warnings) == 2  # one when the outage starts, one when it ends
+    ticket.release()
+    await admission.stop()
