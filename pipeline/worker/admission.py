@@ -18,8 +18,9 @@ A job waits in :meth:`Admission.acquire` (before its ``started`` event) until al
 Then, right before each call (:meth:`Ticket.admitted`, after ``started`` is durable), the job
 takes a stream slot of the target's limit (at most ``allowed`` streams at once); the slot and the
 stream leases are freed as soon as the stream closes (:meth:`Ticket.stream_ended`), so the next,
-already prepared, job calls at once instead of after two Kafka round trips. A next attempt of the
-same job (a broken stream) takes its leases and slot again.
+already prepared, job calls at once instead of after two Kafka round trips. A throttled call
+gives its slot back while it waits out ``Retry-After`` (it is not streaming) and takes one again
+to ask again; a next attempt of the same job (a broken stream) takes its leases and slot again.
 
 The :class:`Ticket` is the job's :class:`~pipeline.worker.job_control.Throttling` observer. A
 per-minute lease runs out 60 s after it was taken (or when the worker's connection closes).
@@ -98,30 +99,41 @@ class Ticket:
         self.leases: list[Lease] | None = leases
         self.streaming = False
         self.released = False
+        self._retrying = False
 
     def throttled(self, retry_after_s: float | None) -> None:
         """The call was throttled: the target's limit decreases, unless a decrease came after
         this stream slot was taken (its retries answer the same overshoot)."""
         if self._limit.on_throttled(self._epoch):
             self._admission.limit_changed(self._target, self._limit, "throttled")
+        if self.streaming:  # no stream while it waits: the slot may serve a job the limit allows
+            self.streaming = False
+            self._retrying = True
+            self._limit.release()
+            self._admission.changed()
 
     def first_line(self, latency_s: float) -> None:
         """The call's first line came: the limit grows, or shrinks when latency rose."""
+        self._retrying = False
         if self._limit.on_first_line(self._epoch, latency_s):
             self._admission.limit_changed(self._target, self._limit, "latency")
         metrics.TARGET_LIMIT.labels(target=self._target).set(self._limit.limit)
 
     async def admitted(self) -> None:
-        """Waits for the leases (a next attempt) and a stream slot, before a call."""
+        """Waits for the leases (a next attempt) and a stream slot, before each call; a call
+        asked again after a 429 keeps the epoch of its first slot (one decrease per overshoot)."""
         if self.streaming:
             return
         if self.leases is None:
             self.leases = await self._admission.wait_leases(self._wanted)
-        self._epoch = await self._admission.stream_slot(self._limit)
+        epoch = await self._admission.stream_slot(self._limit)
+        if not self._retrying:
+            self._epoch = epoch
         self.streaming = True
 
     def stream_ended(self) -> None:
         """The stream closed: frees the stream slot and the stream leases now."""
+        self._retrying = False
         if self.streaming:
             self.streaming = False
             self._limit.release()

@@ -99,7 +99,6 @@ class RetryPolicy:
             stop=budget.stop,
             wait=budget.wait,
             retry=retry_if_exception_type(TransientError),
-            before=budget.before,
             before_sleep=_log_retry,
             reraise=True,
         )
@@ -120,9 +119,6 @@ class _Budget:
         self._deadline_at = deadline_at
         self.failures = 0
         self.throttles = 0
-
-    def before(self, state: RetryCallState) -> None:
-        self._control.call_started = time.monotonic()
 
     def wait(self, state: RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome else None
@@ -197,9 +193,11 @@ class JobControl:
             self._observer.stream_ended()
 
     async def admitted(self) -> None:
-        """Waits until the job may open a stream (a next attempt takes a slot again)."""
+        """Waits until the job may open a stream (a slot before each call); the call's
+        first-line latency is counted from here, not from before the wait."""
         if self._observer is not None:
             await self._observer.admitted()
+        self.call_started = time.monotonic()
 
     def take_throttled(self) -> int:
         """Returns: throttled answers since the last call (for an attempt's terminal event)."""

@@ -295,7 +295,6 @@ class JobRunner:
         the service after the previous worker was lost) is closed unrecorded and fetched again
         every ``state_poll_s`` until the turn ended; the deadline bounds the wait.
         """
-        await run.control.admitted()  # a later attempt waits for its stream slot again
         while True:
             deadline_at = run.started + (run.job.deadline_s or self._job_deadline_s)
             retrying = self._retry.retrying(run.control, deadline_at=deadline_at)
@@ -308,6 +307,7 @@ class JobRunner:
             await asyncio.sleep(self._state_poll_s)
 
     async def _first_line(self, run: _Run) -> tuple[ChatStream, StreamLine | None]:
+        await run.control.admitted()  # a stream slot (again after a 429 or a broken stream)
         job = run.job
         state_of = run.state.chat_id if run.state.state_fetch else None
         request = chat_request(job, state_of=state_of)

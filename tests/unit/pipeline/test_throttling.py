@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -144,7 +145,8 @@ async def test_throttled_answers_burn_no_attempt_and_are_counted() -> None:
     assert terminal.throttled == 5
     assert observer.throttles == [0.01, 0.01, 0.01, 0.01, 0.0]
     assert len(observer.latencies) == 1
-    assert observer.ended == 1 and observer.admissions == 1
+    assert observer.ended == 1
+    assert observer.admissions == 6  # a stream slot before each call, the throttled ones too
 
 
 async def test_failures_still_burn_attempts_between_throttles() -> None:
@@ -171,3 +173,16 @@ async def test_terminal_event_without_throttling_has_no_count() -> None:
     assert terminal.kind == "completed"
     assert terminal.throttled is None
     assert "throttled" not in terminal.to_value().decode()
+
+
+class SlowSlotObserver(Observer):
+    async def admitted(self) -> None:
+        self.admissions += 1
+        await asyncio.sleep(0.3)  # waiting for a stream slot is not the agent's latency
+
+
+async def test_first_line_latency_excludes_the_wait_for_a_stream_slot() -> None:
+    observer = SlowSlotObserver()
+    terminal = await _runner([]).run(_job(), Output(), control=JobControl(observer=observer))
+    assert terminal.kind == "completed"
+    assert observer.latencies and observer.latencies[0] < 0.2
