@@ -31,9 +31,10 @@ Headers = Sequence[tuple[str, bytes]]
 
 EventKind = Literal["accepted", "started", "first_line", "completed", "failed", "aborted"]
 TERMINAL_EVENTS: frozenset[str] = frozenset({"completed", "failed", "aborted"})
-MAX_REQUESTS_PER_MINUTE = 6000
-"""Largest ``requests_per_minute``: each call in the window holds a PostgreSQL advisory lock for
-a minute (:mod:`pipeline.archive.leases`), and the server's lock table is finite."""
+MAX_REQUESTS_PER_MINUTE = 1000
+"""Largest ``requests_per_minute``: each attempt in the window holds a PostgreSQL advisory lock
+for a minute (:mod:`pipeline.archive.leases`), and the server's shared lock table holds
+``max_locks_per_transaction × max_connections`` locks in all (64 × 200 on ``ops/``)."""
 
 
 def utc_now() -> datetime:

@@ -31,6 +31,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from models.records import MAX_REQUESTS_PER_MINUTE
 from pipeline.cli.api_users import keys_app, users_app
 from pipeline.cli.archive import archive_app, retention_app
 from pipeline.cli.dlq import dlq_app
@@ -128,7 +129,12 @@ MaxConcurrency = Annotated[
 ]
 RequestsPerMinute = Annotated[
     int | None,
-    typer.Option("--requests-per-minute", min=1, help="Jobs of this run started per minute."),
+    typer.Option(
+        "--requests-per-minute",
+        min=1,
+        max=MAX_REQUESTS_PER_MINUTE,
+        help="Jobs of this run started per minute.",
+    ),
 ]
 TargetConcurrency = Annotated[
     int | None,
@@ -139,7 +145,10 @@ TargetConcurrency = Annotated[
 TargetRequestsPerMinute = Annotated[
     int | None,
     typer.Option(
-        "--target-requests-per-minute", min=1, help="Jobs started per minute on this agent."
+        "--target-requests-per-minute",
+        min=1,
+        max=MAX_REQUESTS_PER_MINUTE,
+        help="Jobs started per minute on this agent.",
     ),
 ]
 
