@@ -45,6 +45,7 @@ _COUNT = sa.text(
 )
 _TAKE = sa.text("SELECT pg_try_advisory_lock(:key_class, :lease_no)")
 _RELEASE = sa.text("SELECT pg_advisory_unlock(:key_class, :lease_no)")
+_RELEASE_ALL = sa.text("SELECT pg_advisory_unlock_all()")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +96,11 @@ class LeaseStore:
         with translate_errors("lease count"), self._conn().begin() as tx:
             return int(tx.connection.execute(_COUNT, params).scalar_one())
 
+    def session_pid(self) -> int:
+        """Returns: the PostgreSQL server process holding this store's leases (``pg_locks.pid``)."""
+        with translate_errors("lease session"), self._conn().begin() as tx:
+            return int(tx.connection.execute(sa.text("SELECT pg_backend_pid()")).scalar_one())
+
     def try_acquire(self, key: str, *, limit: int) -> Lease | None:
         """Takes a lease on ``key`` when fewer than ``limit`` are held across the group.
 
@@ -137,14 +143,26 @@ class LeaseStore:
         params = {"key_class": lease.key_class, "lease_no": lease.lease_no}
         try:
             with translate_errors("lease release"), self._connection.begin() as tx:
-                tx.connection.execute(_RELEASE, params)
-            self.held -= 1
+                released = bool(tx.connection.execute(_RELEASE, params).scalar_one())
+            if released:  # False: taken on a connection since lost (it went with it)
+                self.held -= 1
         except Exception:
             self._drop()
             raise
 
     def close(self) -> None:
-        """Closes the connection (PostgreSQL releases every lease it held)."""
+        """Releases every lease at once and closes the connection.
+
+        A connection that is simply lost releases its leases too, but only once its server
+        process has noticed and ended (shortly after, not at the same instant).
+        """
+        if self._connection is not None and self.held:
+            try:
+                with translate_errors("lease release"), self._connection.begin() as tx:
+                    tx.connection.execute(_RELEASE_ALL)
+                self.held = 0
+            except Exception as exc:
+                logger.warning("lease release failed on close error=%r", exc)
         self._drop()
         self._engine.dispose()
 

@@ -15,10 +15,12 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from limited_agent_support import agent_stats, limited_agent, questions_file, wait_balanced
 from stack_support import ROOT, ProcessStack, isolated_settings
 
@@ -55,12 +57,29 @@ def test_leases_are_counted_across_connections_and_die_with_them(settings: Setti
         first.release(a1)
         assert second.try_acquire("run:r:streams", limit=3) is not None
         assert second.try_acquire("run:r:streams", limit=3) is None
-        first.close()  # a worker that dies: PostgreSQL drops its leases with the connection
-        assert second.count("run:r:streams") == 2
+        _terminate(settings, first.session_pid())  # first's worker is lost with its session
+        _wait_for(lambda: second.count("run:r:streams") == 2)  # its lease went with it
         assert second.try_acquire("run:r:streams", limit=3) is not None
     finally:
         first.close()
         second.close()
+
+
+def _terminate(settings: Settings, pid: int) -> None:
+    """Ends a server process, as when the worker holding that session is lost."""
+    engine = create_engine(settings)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    finally:
+        engine.dispose()
+
+
+def _wait_for(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
 
 
 @pytest.mark.timeout(60)
