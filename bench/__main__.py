@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Final
 
-from bench import end_to_end, processes, profiles, sink_ingest, suite
+from bench import end_to_end, processes, profiles, rate_limited, sink_ingest, suite
 from bench.results import RESULTS_DIR, Result, format_line, results_document, write_json
 from bench.transcripts import load_transcripts
 from bench.workload import record
 
-BENCHMARKS: Final = ("sink", "streams", "e2e", "chat-api", "console", "planner")
+BENCHMARKS: Final = ("sink", "streams", "e2e", "chat-api", "console", "planner", "ratelimit")
 """Names for ``--only``; growth (benchmark 5) comes with ``sink`` and ``e2e``."""
 
 
@@ -89,6 +89,8 @@ def run(
             synthetic[0].stop()
     if "console" in selected:
         add(suite.console_results())
+    if "ratelimit" in selected:  # issue 13: 5x benchmark 3's small size, against a 429ing agent
+        add(rate_limited.results(list(transcripts), 5 * scale.e2e_jobs[0]))
     add(suite.growth_results(sink_figures, e2e_figures))
     return results
 

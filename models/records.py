@@ -31,6 +31,10 @@ Headers = Sequence[tuple[str, bytes]]
 
 EventKind = Literal["accepted", "started", "first_line", "completed", "failed", "aborted"]
 TERMINAL_EVENTS: frozenset[str] = frozenset({"completed", "failed", "aborted"})
+MAX_REQUESTS_PER_MINUTE = 1000
+"""Largest ``requests_per_minute``: each attempt in the window holds a PostgreSQL advisory lock
+for a minute (:mod:`pipeline.archive.leases`), and the server's shared lock table holds
+``max_locks_per_transaction × max_connections`` locks in all (64 × 200 on ``ops/``)."""
 
 
 def utc_now() -> datetime:
@@ -44,6 +48,25 @@ class _Record(BaseModel):
     def to_value(self) -> bytes:
         """Returns: the record value, UTF-8 JSON."""
         return self.model_dump_json(exclude_none=True).encode()
+
+
+class RateLimits(_Record):
+    """Limits on the jobs sharing a key, enforced across every worker of the group
+    (:mod:`pipeline.worker.admission`).
+
+    Attributes:
+        max_concurrency: Most streams at once.
+        requests_per_minute: Most job attempts started in any 60-second window (a call asked
+            again after a 429 is the same attempt).
+    """
+
+    max_concurrency: int | None = Field(default=None, ge=1)
+    requests_per_minute: int | None = Field(default=None, ge=1, le=MAX_REQUESTS_PER_MINUTE)
+
+    @property
+    def empty(self) -> bool:
+        """True when neither limit is set."""
+        return self.max_concurrency is None and self.requests_per_minute is None
 
 
 class ChatJob(_Record):
@@ -60,6 +83,9 @@ class ChatJob(_Record):
         active_branch_name, is_default_branch: Data-model branch (interface, "1. Chat").
         deadline_s: Seconds the worker allows the stream before aborting it.
         submitted_at: When the job was submitted (UTC).
+        limits: Limits shared by the jobs of this run (key: ``run_id``).
+        target_limits: Limits shared by every job asking this agent (key: the chat URL's host
+            and path), whatever its run.
         api_key: Chat API key for this job, when it is not the worker's own. It travels in the
             ``chat.requests`` value only (:meth:`to_value`); every other serialisation (events,
             logs, the archive) leaves it out.
@@ -76,6 +102,8 @@ class ChatJob(_Record):
     is_default_branch: bool | None = None
     deadline_s: float | None = Field(default=None, gt=0)
     submitted_at: datetime = Field(default_factory=utc_now)
+    limits: RateLimits | None = None
+    target_limits: RateLimits | None = None
     api_key: SecretStr | None = Field(default=None, repr=False)
 
     @field_serializer("api_key", when_used="json")
@@ -106,7 +134,8 @@ class JobEvent(_Record):
     ``accepted`` is sent by the submitter and ``started`` by the worker, both carrying ``job``
     so the archive can create the job's row from events alone. Terminal events
     (``completed``, ``failed``, ``aborted``) carry ``line_count``: how many lines the attempt
-    produced to ``chat.lines``, so the sink knows when it holds all of them.
+    produced to ``chat.lines``, so the sink knows when it holds all of them, and ``throttled``:
+    how many 429 (or 503 with ``Retry-After``) answers the attempt waited out (None: none).
     """
 
     job_id: str = Field(min_length=1)
@@ -121,6 +150,7 @@ class JobEvent(_Record):
     error: str | None = None
     error_type: str | None = None
     worker_id: str | None = None
+    throttled: int | None = Field(default=None, ge=0)
 
     @property
     def is_terminal(self) -> bool:

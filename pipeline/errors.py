@@ -6,6 +6,7 @@ Tree (retryability is part of the type: workers and the sink decide with ``isins
     ├── TransientError                 worth retrying with backoff
     │   ├── ChatConnectError           no connection to the Chat API, or a timeout
     │   ├── ChatServerError            HTTP 5xx before the stream started   (status_code)
+    │   ├── ChatThrottledError         HTTP 429, or 503 with Retry-After     (retry_after_s)
     │   ├── StreamBrokenError          the stream ended before it finished  (lines_read)
     │   └── ArchiveUnavailableError    PostgreSQL unreachable or restarting
     └── PermanentError                 retrying cannot help
@@ -53,6 +54,24 @@ class ChatHttpError(PipelineError):
 
 class ChatServerError(ChatHttpError, TransientError):
     """HTTP 5xx before the stream started."""
+
+
+class ChatThrottledError(ChatHttpError, TransientError):
+    """HTTP 429 (too many requests), or 503 with ``Retry-After``: the agent asks us to slow down.
+
+    The worker waits and asks again without counting an attempt, within the job's deadline
+    (RFC 9110 §10.2.3 "Retry-After"; RFC 6585 §4 "429 Too Many Requests").
+
+    Attributes:
+        retry_after_s: Seconds the response asked us to wait (``Retry-After`` as seconds or an
+            HTTP date, from now); None when it named none or none that parses.
+    """
+
+    def __init__(
+        self, message: str, *, status_code: int, url: str, retry_after_s: float | None
+    ) -> None:
+        super().__init__(message, status_code=status_code, url=url)
+        self.retry_after_s = retry_after_s
 
 
 class ChatClientError(ChatHttpError, PermanentError):

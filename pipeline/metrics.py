@@ -56,6 +56,25 @@ JOB_S: Final = Histogram(
     buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
 )
 
+THROTTLED: Final = Counter(
+    "chatscribe_worker_throttled_total",
+    "Chat API answers 429 (or 503 with Retry-After) absorbed: waited out and asked again.",
+)
+TARGET_LIMIT: Final = Gauge(
+    "chatscribe_worker_target_concurrency_limit",
+    "Adaptive concurrency limit of a target (chat URL host and agent) in this worker.",
+    ["target"],
+)
+ADMISSION_WAIT_S: Final = Histogram(
+    "chatscribe_worker_admission_wait_seconds",
+    "Seconds a job waited for headroom, its target's adaptive limit and its leases.",
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+WORKER_HEADROOM: Final = Gauge(
+    "chatscribe_worker_headroom",
+    "1 while the worker takes new jobs (event-loop lag and CPU under their limits), else 0.",
+)
+
 
 def serve(port: int) -> None:
     """Serves ``/metrics`` on ``port`` (all interfaces) from a daemon thread."""

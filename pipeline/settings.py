@@ -19,6 +19,10 @@ DEFAULT_CHAT_URL = "http://127.0.0.1:8400" + wire.CHAT_PATH_TEMPLATE.format(
     cloud_region="local", account_name="demo", agent_id="1"
 )
 DEFAULT_API_KEY = "demo-key"
+DEFAULT_WORKER_CONCURRENCY = 200
+"""Streams one worker drives at most: LLM turns last 10–40 s and are mostly idle; on 2 cores
+one worker process moved 200 paced streams at ~90% machine CPU and saturated near 250
+(issue 13's measurements)."""
 MAX_RECORD_BYTES = 32 * 1024 * 1024
 """Largest Kafka record; the broker's ``message.max.bytes`` in ``ops/`` matches it."""
 
@@ -33,7 +37,17 @@ class Settings(BaseSettings):
         topic_prefix: Prepended to every topic name (tests use a unique one).
         chat_url: Default full URL of the Chat API's chat endpoint.
         api_key: Chat API key sent as ``Authorization: Api-Key <key>``.
-        worker_concurrency: Streams one worker process drives at once.
+        worker_concurrency: Most streams one worker process drives at once (a ceiling: the
+            worker admits jobs below it only while it has headroom, and per target only as many
+            as the target's adaptive limit allows; :mod:`pipeline.worker.admission`).
+        worker_max_loop_lag_ms: The worker takes no new job while its event loop runs this
+            late (smoothed lag of a periodic timer).
+        worker_max_cpu: The worker takes no new job while its process uses more than this
+            share of one core (smoothed).
+        target_initial_concurrency: Where the adaptive concurrency of a new target (chat URL
+            host and agent) starts; it grows until the agent answers 429 or slows down.
+        leases_poll_s: Pause between two attempts to take a run's or target's lease when the
+            limit is reached (job fields ``limits``/``target_limits``).
         connect_timeout_s, read_timeout_s: httpx timeouts for the Chat API.
         job_deadline_s: Default seconds a job's stream may run before the worker aborts it.
         worker_max_attempts: Attempts of one job in all (a takeover after a crash or a broken
@@ -62,7 +76,11 @@ class Settings(BaseSettings):
     worker_id: str | None = None
     worker_group: str = "chatscribe-worker"
     sink_group: str = "chatscribe-sink"
-    worker_concurrency: int = Field(default=8, ge=1, le=1000)
+    worker_concurrency: int = Field(default=DEFAULT_WORKER_CONCURRENCY, ge=1, le=5000)
+    worker_max_loop_lag_ms: float = Field(default=100.0, gt=0)
+    worker_max_cpu: float = Field(default=0.9, gt=0)
+    target_initial_concurrency: int = Field(default=16, ge=1)
+    leases_poll_s: float = Field(default=0.2, gt=0)
     connect_timeout_s: float = Field(default=5.0, gt=0)
     read_timeout_s: float = Field(default=120.0, gt=0)
     job_deadline_s: float = Field(default=300.0, gt=0)

@@ -165,6 +165,38 @@ def run_progress(engine: Engine, *, schema: str, run_id: str, expected: int) -> 
     )
 
 
+@dataclass(frozen=True)
+class RunThrottling:
+    """How much throttling a run's jobs absorbed (429, or 503 with ``Retry-After``, waited out
+    by the workers; the ``throttled`` count of each attempt's terminal event).
+
+    Attributes:
+        answers: Throttled answers in all.
+        jobs: Jobs that met at least one.
+    """
+
+    answers: int
+    jobs: int
+
+    def to_json(self) -> dict[str, int]:
+        """Returns: ``{"answers": ..., "jobs": ...}``."""
+        return {"answers": self.answers, "jobs": self.jobs}
+
+
+def run_throttling(engine: Engine, *, schema: str, run_id: str) -> RunThrottling:
+    """Sums the ``throttled`` counts of a run's terminal events (``job_events.payload``)."""
+    query = text(
+        "SELECT coalesce(sum((e.payload->>'throttled')::int), 0) AS answers,"
+        " count(DISTINCT e.job_id) AS jobs"
+        f' FROM "{schema}".job_events e JOIN "{schema}".jobs j USING (job_id)'
+        " WHERE j.run_id = :run_id AND e.kind IN ('completed', 'failed', 'aborted')"
+        " AND (e.payload->>'throttled')::int > 0"
+    )
+    with engine.connect() as connection:
+        row = connection.execute(query, {"run_id": run_id}).one()
+    return RunThrottling(answers=int(row.answers), jobs=int(row.jobs))
+
+
 _RESULTS = """
 SELECT j.job_id, j.run_id, j.persona, j.question, j.identity, j.status, j.chat_id, j.error,
        j.http_status, j.line_count, j.started_at, j.finished_at,

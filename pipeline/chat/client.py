@@ -5,7 +5,9 @@ The only module that imports httpx. Every httpx exception is translated here, on
 
 * HTTP 401/403/404/other 4xx → :class:`ChatAuthError` / :class:`ChatForbiddenError` /
   :class:`ChatNotFoundError` / :class:`ChatClientError` (permanent);
-* HTTP 5xx → :class:`ChatServerError`; no connection or no answer in time →
+* HTTP 429, and 503 with ``Retry-After`` → :class:`ChatThrottledError` carrying the wait the
+  agent asked for (``retry_after_s``, :func:`parse_retry_after`);
+* other HTTP 5xx → :class:`ChatServerError`; no connection or no answer in time →
   :class:`ChatConnectError`; the body breaking after it started → :class:`StreamBrokenError`
   (all transient).
 
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Any, Final
 
@@ -46,6 +50,7 @@ from pipeline.errors import (
     ChatHttpError,
     ChatNotFoundError,
     ChatServerError,
+    ChatThrottledError,
     StreamBrokenError,
 )
 from pipeline.settings import Settings
@@ -63,6 +68,8 @@ ERROR_BODY_LIMIT_BYTES: Final = 64 * 1024
 """How much of an error response's body is read to find its message."""
 ERROR_MESSAGE_CHARS: Final = 500
 _ERROR_FIELDS: Final = ("error", "message", "detail")
+HTTP_TOO_MANY_REQUESTS: Final = 429
+HTTP_SERVICE_UNAVAILABLE: Final = 503
 _STATUS_ERRORS: Final[dict[int, type[ChatClientError]]] = {
     401: ChatAuthError,
     403: ChatForbiddenError,
@@ -91,14 +98,61 @@ class StreamLine:
     parse_error: str | None
 
 
-def error_for_status(status_code: int, message: str, *, url: str) -> ChatHttpError:
-    """Maps an HTTP error status to our error type (interface, "Errors").
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Reads a ``Retry-After`` header (RFC 9110 §10.2.3): delay-seconds or an HTTP-date.
+
+    Args:
+        value: The header's value, or None when the response had none.
+        now: The current time (UTC) an HTTP-date is measured from; default: the clock.
 
     Returns:
-        :class:`ChatServerError` for 5xx; for anything else :class:`ChatAuthError` (401),
+        Seconds to wait (≥ 0; a date in the past gives 0), or None when ``value`` is missing,
+        empty, negative, not finite or neither a number nor a date.
+    """
+    text = (value or "").strip()
+    if not text:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        return _seconds_until(text, now or datetime.now(UTC))
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _seconds_until(http_date: str, now: datetime) -> float | None:
+    try:
+        when = parsedate_to_datetime(http_date)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # RFC 9110 §5.6.7: HTTP dates are GMT
+        when = when.replace(tzinfo=UTC)
+    return max((when - now).total_seconds(), 0.0)
+
+
+def error_for_status(
+    status_code: int, message: str, *, url: str, retry_after: str | None = None
+) -> ChatHttpError:
+    """Maps an HTTP error status to our error type (interface, "Errors").
+
+    Args:
+        status_code: The response's status.
+        message: The error message found in its body.
+        url: The URL requested.
+        retry_after: The response's ``Retry-After`` header, if any.
+
+    Returns:
+        :class:`ChatThrottledError` for 429, and for 503 with a ``Retry-After`` header (RFC 9110
+        §15.6.4: the service is overloaded and says when to come back);
+        :class:`ChatServerError` for other 5xx; for anything else :class:`ChatAuthError` (401),
         :class:`ChatForbiddenError` (403), :class:`ChatNotFoundError` (404) or
         :class:`ChatClientError`.
     """
+    throttled = status_code == HTTP_TOO_MANY_REQUESTS or (
+        status_code == HTTP_SERVICE_UNAVAILABLE and retry_after is not None
+    )
+    if throttled:
+        wait_s = parse_retry_after(retry_after)
+        return ChatThrottledError(message, status_code=status_code, url=url, retry_after_s=wait_s)
     if status_code >= 500:
         return ChatServerError(message, status_code=status_code, url=url)
     error_type = _STATUS_ERRORS.get(status_code, ChatClientError)
@@ -228,8 +282,9 @@ class ChatClient:
             ``terminated=False``, also when the stream breaks mid-line (before the error).
 
         Raises:
-            ChatClientError: HTTP 4xx (subtypes for 401, 403, 404).
-            ChatServerError: HTTP 5xx.
+            ChatThrottledError: HTTP 429, or 503 with ``Retry-After`` (``retry_after_s``).
+            ChatClientError: Other HTTP 4xx (subtypes for 401, 403, 404).
+            ChatServerError: Other HTTP 5xx.
             ChatConnectError: No connection, or no response headers in time.
             StreamBrokenError: Read error, disconnect or read timeout after the stream started.
         """
@@ -339,7 +394,9 @@ async def _open(
         body_start = await _read_limited(response)
     finally:
         await response.aclose()
-    error = error_for_status(response.status_code, error_message(body_start), url=url)
+    retry_after = response.headers.get("retry-after")
+    message = error_message(body_start)
+    error = error_for_status(response.status_code, message, url=url, retry_after=retry_after)
     logger.debug("chat api error url=%s status=%s error=%r", url, response.status_code, error)
     raise error
 

@@ -32,6 +32,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from models.records import MAX_REQUESTS_PER_MINUTE
 from pipeline.cli.api_users import keys_app, users_app
 from pipeline.cli.archive import archive_app, retention_app
 from pipeline.cli.dlq import dlq_app
@@ -125,6 +126,34 @@ ApiKey = Annotated[
     typer.Option("--api-key", help="Chat API key for these jobs (default: the worker's)."),
 ]
 Timeout = Annotated[float, typer.Option("--timeout", help="Seconds to wait for the run.")]
+MaxConcurrency = Annotated[
+    int | None,
+    typer.Option("--max-concurrency", min=1, help="Streams of this run at once, all workers."),
+]
+RequestsPerMinute = Annotated[
+    int | None,
+    typer.Option(
+        "--requests-per-minute",
+        min=1,
+        max=MAX_REQUESTS_PER_MINUTE,
+        help="Jobs of this run started per minute.",
+    ),
+]
+TargetConcurrency = Annotated[
+    int | None,
+    typer.Option(
+        "--target-max-concurrency", min=1, help="Streams to this agent at once, all runs."
+    ),
+]
+TargetRequestsPerMinute = Annotated[
+    int | None,
+    typer.Option(
+        "--target-requests-per-minute",
+        min=1,
+        max=MAX_REQUESTS_PER_MINUTE,
+        help="Jobs started per minute on this agent.",
+    ),
+]
 
 
 @app.command()
@@ -138,14 +167,36 @@ def batch(
         bool, typer.Option("--detach", help="Submit, print the run id, do not wait.")
     ] = False,
     verbose: Verbose = False,
+    max_concurrency: MaxConcurrency = None,
+    requests_per_minute: RequestsPerMinute = None,
+    target_max_concurrency: TargetConcurrency = None,
+    target_requests_per_minute: TargetRequestsPerMinute = None,
 ) -> None:
-    """Submit a questions file as a run, wait for it, print the report. Exit 1 if a job failed."""
+    """Submit a questions file as a run, wait for it, print the report. Exit 1 if a job failed.
+
+    Limits given here win over the file's ``limits``/``targetLimits`` and hold across every
+    worker of the group.
+    """
     _logging(verbose)
+    from models.records import RateLimits
     from pipeline.runs.runner import run_questions_file, submit_questions_file
 
+    run_limits = RateLimits(
+        max_concurrency=max_concurrency, requests_per_minute=requests_per_minute
+    )
+    agent_limits = RateLimits(
+        max_concurrency=target_max_concurrency, requests_per_minute=target_requests_per_minute
+    )
     if detach:
         run = asyncio.run(
-            submit_questions_file(Settings(), file, chat_url=chat_url, api_key=api_key)
+            submit_questions_file(
+                Settings(),
+                file,
+                chat_url=chat_url,
+                api_key=api_key,
+                limits=run_limits,
+                target_limits=agent_limits,
+            )
         )
         err.print(
             f"{run.job_count} job(s) submitted; follow with `chatscribe runs wait {run.run_id}`"
@@ -161,6 +212,8 @@ def batch(
             api_key=api_key,
             timeout_s=timeout,
             show_progress=not json_output,
+            limits=run_limits,
+            target_limits=agent_limits,
         )
     )
     _print_outcome(outcome, json_output=json_output, questions=file)

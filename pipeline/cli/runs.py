@@ -34,7 +34,7 @@ EXIT_UNKNOWN_RUN = 2
 def show(run_id: RunId, json_output: JsonOutput = False) -> None:
     """Show a run's progress (jobs by status, finished of submitted) and its jobs so far."""
     from pipeline.archive.engine import create_engine
-    from pipeline.archive.runs import read_run, run_progress, run_results
+    from pipeline.archive.runs import read_run, run_progress, run_results, run_throttling
 
     settings = Settings()
     schema = settings.database_schema
@@ -45,14 +45,20 @@ def show(run_id: RunId, json_output: JsonOutput = False) -> None:
             _unknown(run_id)
         progress = run_progress(engine, schema=schema, run_id=run_id, expected=run.job_count)
         results = run_results(engine, schema=schema, run_id=run_id)
+        throttling = run_throttling(engine, schema=schema, run_id=run_id)
     finally:
         engine.dispose()
     if json_output:
         jobs = [r.to_json() for r in results]
-        document = {"run": run.to_json(), "progress": progress.to_json(), "jobs": jobs}
+        document = {
+            "run": run.to_json(),
+            "progress": progress.to_json(),
+            "throttled": throttling.to_json(),
+            "jobs": jobs,
+        }
         print(json.dumps(document, ensure_ascii=False))
         return
-    from pipeline.reports.run_report import render_table, summary
+    from pipeline.reports.run_report import render_table, summary, throttling_line
 
     console = Console(width=max(Console().width, 160))
     render_table(console, results, title=f"run {run_id} ({run.name or 'unnamed'})")
@@ -63,6 +69,7 @@ def show(run_id: RunId, json_output: JsonOutput = False) -> None:
     )
     if results:
         console.print(summary(results))
+    console.print(throttling_line(throttling))
 
 
 @runs_app.command("wait")

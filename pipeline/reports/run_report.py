@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from pipeline.archive.runs import JobResult
+from pipeline.archive.runs import JobResult, RunThrottling
 
 _STATUS_STYLE = {"completed": "green", "failed": "red", "aborted": "yellow"}
 _ANSWER_CHARS = 220
@@ -69,6 +69,16 @@ def summary(results: Sequence[JobResult]) -> str:
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     with_sql = sum(1 for r in results if r.sql)
     return f"{len(results)} jobs: {parts}; {with_sql} with SQL"
+
+
+def throttling_line(throttling: RunThrottling) -> str:
+    """Returns: ``"429s absorbed: 37 throttled answers over 21 jobs"`` (or none absorbed)."""
+    if not throttling.answers:
+        return "429s absorbed: none"
+    return (
+        f"429s absorbed: {throttling.answers:,} throttled answers over {throttling.jobs:,} jobs"
+        " (429, or 503 with Retry-After, waited out without counting an attempt)"
+    )
 
 
 def render_json(results: Sequence[JobResult]) -> str:

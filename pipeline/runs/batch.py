@@ -6,6 +6,10 @@ each asked as one or more personas::
     name: regression                    # optional run name
     chatUrl: http://...                 # optional; default: CHATSCRIBE_CHAT_URL
     deadlineS: 120                      # optional per-job deadline in seconds
+    limits:                             # optional, this run across every worker
+      maxConcurrency: 20                #   streams at once
+      requestsPerMinute: 600            #   chat calls started per minute
+    targetLimits: {maxConcurrency: 50}  # optional, every run asking the same agent
     personas:
       - name: analyst
         sessionSettings: {externalId: analyst-1}
@@ -18,7 +22,9 @@ each asked as one or more personas::
         personas: [analyst]            # omitted: every persona
       - text: Average arrival delay by carrier
 
-Each (question, persona) pair becomes one :class:`models.records.ChatJob`.
+Each (question, persona) pair becomes one :class:`models.records.ChatJob`; the limits travel
+on every job (``limits``, ``target_limits``) and the workers enforce them together
+(:mod:`pipeline.worker.admission`).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from models.chat import SessionSettings
-from models.records import ChatJob
+from models.records import MAX_REQUESTS_PER_MINUTE, ChatJob, RateLimits
 from pipeline.transcript.result_compare import ExpectedResult
 
 
@@ -44,6 +50,33 @@ class QuestionsFileError(ValueError):
     def __init__(self, message: str, *, path: Path) -> None:
         super().__init__(f"{path}: {message}")
         self.path = path
+
+
+class LimitsSpec(BaseModel):
+    """``limits`` / ``targetLimits`` of a questions file (camelCase keys)."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="forbid")
+
+    max_concurrency: int | None = Field(default=None, alias="maxConcurrency", ge=1)
+    requests_per_minute: int | None = Field(
+        default=None, alias="requestsPerMinute", ge=1, le=MAX_REQUESTS_PER_MINUTE
+    )
+
+    def to_limits(self) -> RateLimits:
+        """Returns: the limits as carried on a job."""
+        return RateLimits(
+            max_concurrency=self.max_concurrency, requests_per_minute=self.requests_per_minute
+        )
+
+
+def merge_limits(base: RateLimits | None, override: RateLimits | None) -> RateLimits | None:
+    """Returns: ``base`` with every limit ``override`` sets replaced; None when neither sets
+    any (command-line options win over the questions file)."""
+    values = base.model_dump(exclude_none=True) if base is not None else {}
+    if override is not None:
+        values.update(override.model_dump(exclude_none=True))
+    merged = RateLimits(**values)
+    return None if merged.empty else merged
 
 
 class Persona(BaseModel):
@@ -77,6 +110,8 @@ class QuestionsFile(BaseModel):
     name: str | None = None
     chat_url: str | None = Field(default=None, alias="chatUrl", pattern=r"^https?://")
     deadline_s: float | None = Field(default=None, alias="deadlineS", gt=0)
+    limits: LimitsSpec | None = None
+    target_limits: LimitsSpec | None = Field(default=None, alias="targetLimits")
     personas: tuple[Persona, ...] = Field(min_length=1)
     questions: tuple[Question, ...] = Field(min_length=1)
 
@@ -122,6 +157,8 @@ def expand_jobs(
     run_id: str,
     chat_url: str,
     api_key: str | None = None,
+    limits: RateLimits | None = None,
+    target_limits: RateLimits | None = None,
 ) -> list[ChatJob]:
     """Turns a questions file into jobs, in file order (question major, persona minor).
 
@@ -130,11 +167,15 @@ def expand_jobs(
         run_id: The run the jobs belong to.
         chat_url: Chat endpoint for personas that name none (file-level ``chatUrl`` wins).
         api_key: Key the workers send for these jobs; None: the worker's own.
+        limits, target_limits: Limits set on the command line; each one set wins over the
+            file's ``limits`` / ``targetLimits``.
 
     Returns:
         One job per (question, persona), each with a fresh UUID job id.
     """
     by_name = {p.name: p for p in questions.personas}
+    run_limits = merge_limits(_file_limits(questions.limits), limits)
+    agent_limits = merge_limits(_file_limits(questions.target_limits), target_limits)
     jobs = []
     for question in questions.questions:
         for name in question.personas or tuple(by_name):
@@ -150,7 +191,13 @@ def expand_jobs(
                     active_branch_name=question.active_branch_name,
                     is_default_branch=question.is_default_branch,
                     deadline_s=questions.deadline_s,
+                    limits=run_limits,
+                    target_limits=agent_limits,
                     api_key=api_key,
                 )
             )
     return jobs
+
+
+def _file_limits(spec: LimitsSpec | None) -> RateLimits | None:
+    return spec.to_limits() if spec is not None else None

@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sqlalchemy import Engine
 
 from models import wire
+from models.records import RateLimits
 from pipeline.archive.engine import create_engine
 from pipeline.archive.runs import (
     JobResult,
@@ -90,6 +91,8 @@ async def run_questions_file(
     timeout_s: float = 600.0,
     show_progress: bool = True,
     check_alive: Callable[[], None] | None = None,
+    limits: RateLimits | None = None,
+    target_limits: RateLimits | None = None,
 ) -> RunOutcome:
     """Submits a questions file as a run and waits for it (:func:`submit_questions_file`, then
     :func:`wait_for_run`).
@@ -103,12 +106,20 @@ async def run_questions_file(
         show_progress: Draw a progress bar on stderr.
         check_alive: Called at every poll; raises to stop waiting (the demo checks that its
             child processes are still running).
+        limits, target_limits: Limits overriding the file's (:func:`submit_questions_file`).
 
     Raises:
         QuestionsFileError: The file is invalid (nothing is submitted).
         RecordDeliveryError: Kafka did not acknowledge a job.
     """
-    run = await submit_questions_file(settings, path, chat_url=chat_url, api_key=api_key)
+    run = await submit_questions_file(
+        settings,
+        path,
+        chat_url=chat_url,
+        api_key=api_key,
+        limits=limits,
+        target_limits=target_limits,
+    )
     return await wait_for_run(
         settings,
         run.run_id,
@@ -119,7 +130,13 @@ async def run_questions_file(
 
 
 async def submit_questions_file(
-    settings: Settings, path: Path, *, chat_url: str | None = None, api_key: str | None = None
+    settings: Settings,
+    path: Path,
+    *,
+    chat_url: str | None = None,
+    api_key: str | None = None,
+    limits: RateLimits | None = None,
+    target_limits: RateLimits | None = None,
 ) -> SubmittedRun:
     """Records a run in PostgreSQL and publishes its jobs; returns once Kafka acknowledged all.
 
@@ -128,6 +145,8 @@ async def submit_questions_file(
         path: The questions YAML (:mod:`pipeline.runs.batch`).
         chat_url: Chat endpoint overriding ``settings.chat_url``.
         api_key: Chat API key for these jobs; None: the worker's own.
+        limits, target_limits: Limits of the run and of its agent, enforced by the workers
+            together; each one set wins over the file's ``limits`` / ``targetLimits``.
 
     Returns:
         The run's id and job count.
@@ -139,7 +158,19 @@ async def submit_questions_file(
     questions = load_questions(path)
     run_id = str(uuid.uuid4())
     url = chat_url or settings.chat_url
-    jobs = expand_jobs(questions, run_id=run_id, chat_url=url, api_key=api_key)
+    jobs = expand_jobs(
+        questions,
+        run_id=run_id,
+        chat_url=url,
+        api_key=api_key,
+        limits=limits,
+        target_limits=target_limits,
+    )
+    first = jobs[0]
+    options: dict[str, object] = {"api_key_given": api_key is not None}
+    for name, value in (("limits", first.limits), ("target_limits", first.target_limits)):
+        if value is not None:
+            options[name] = value.model_dump(exclude_none=True)
     engine = create_engine(settings)
     try:
         with engine.begin() as connection:
@@ -152,7 +183,7 @@ async def submit_questions_file(
                 chat_url=url,
                 job_count=len(jobs),
                 created_by=getpass.getuser(),
-                options={"api_key_given": api_key is not None},
+                options=options,
             )
     finally:
         engine.dispose()

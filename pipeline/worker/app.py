@@ -62,6 +62,7 @@ from pipeline.kafka.clients import (
 )
 from pipeline.kafka.lag import LagReporter
 from pipeline.settings import Settings
+from pipeline.worker.admission import Admission
 from pipeline.worker.attempts import PriorAttempts, superseded_event
 from pipeline.worker.cancellations import Cancellations
 from pipeline.worker.group import (
@@ -114,6 +115,7 @@ class WorkerResources(Service):
         self._client: ChatClient | None = None
         self._runner: JobRunner | None = None
         self.history = JobHistory(settings)
+        self.admission = Admission(settings)
 
     def __repr__(self) -> str:
         running = len(self.cancellations.running)
@@ -130,6 +132,7 @@ class WorkerResources(Service):
             lambda: producer.partitions_for(events_topic), topic=events_topic
         )
         await self.history.start(partitions)
+        await self.admission.start()
         if self._lag is not None:
             self._background.append(asyncio.create_task(self._lag.run(), name="consumer-lag"))
         self._background.append(asyncio.create_task(self.handover.watch(), name="hand-over"))
@@ -149,6 +152,7 @@ class WorkerResources(Service):
         if self._client is not None:
             await self._client.aclose()
         await self.history.stop()
+        await self.admission.stop()
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -184,19 +188,29 @@ class WorkerResources(Service):
             logger.info("job already finished job_id=%s attempt=%s", job.job_id, prior.attempt)
             return
         await self._close_lost_attempt(job, prior)
-        early = self.cancellations.take_early(job.job_id)
-        if early is not None:
-            reason = f"{early} before start"
-            await self._runner.skip(job, output, reason=reason, attempt=prior.attempt + 1)
+        if await self._skipped_early(job, output, prior):
             return
-        control = JobControl()
-        self.cancellations.running[job.job_id] = control
-        try:
-            run = self._runner.run_job(job, output, prior=prior, control=control)
-            if not await self.handover.run(job.job_id, run):
-                await requeue(self._producer, message)  # before the original is acked
-        finally:
-            self.cancellations.running.pop(job.job_id, None)
+        async with self.admission.admitted(job) as ticket:  # pipeline.worker.admission
+            if await self._skipped_early(job, output, prior):  # cancelled while it waited
+                return
+            control = JobControl(observer=ticket)
+            self.cancellations.running[job.job_id] = control
+            try:
+                run = self._runner.run_job(job, output, prior=prior, control=control)
+                if not await self.handover.run(job.job_id, run):
+                    await requeue(self._producer, message)  # before the original is acked
+            finally:
+                self.cancellations.running.pop(job.job_id, None)
+
+    async def _skipped_early(self, job: ChatJob, output: JobOutput, prior: PriorAttempts) -> bool:
+        """Records ``job`` aborted when it was cancelled before it started. Returns: whether."""
+        assert self._runner is not None, "WorkerResources not started"
+        early = self.cancellations.take_early(job.job_id)
+        if early is None:
+            return False
+        reason = f"{early} before start"
+        await self._runner.skip(job, output, reason=reason, attempt=prior.attempt + 1)
+        return True
 
     async def _close_lost_attempt(self, job: ChatJob, prior: PriorAttempts) -> None:
         """Records the lost attempt as superseded before the next one starts (durably)."""

@@ -1,30 +1,32 @@
 """What a running job is controlled by: its output, retry policy and abort requests (no I/O).
 
 Used by :class:`pipeline.worker.job_runner.JobRunner`: transient errors before the first line are
-retried
-with exponential backoff and jitter (tenacity, ``wait_exponential_jitter``), a bounded number of
-times; the deadline or a cancellation requests an abort through :class:`JobControl`.
+retried with exponential backoff and jitter (tenacity), a bounded number of times; the deadline or
+a cancellation requests an abort through :class:`JobControl`.
+
+Throttling (HTTP 429, or 503 with ``Retry-After``: :class:`~pipeline.errors.ChatThrottledError`)
+is not a failure: the call is made again after the wait the agent asked for (else after the
+backoff), without counting an attempt, for as long as the wait ends before the job's deadline;
+a wait that would end past it fails the job at once with the throttling error. Every throttled
+answer is told to the job's :class:`Throttling` observer (the admission ticket, which lowers the
+target's adaptive concurrency) and counted in :attr:`JobControl.throttled`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
+import time
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
 from models.chat import ChatRequest
 from models.records import ChatJob, JobEvent, LineEnvelope
 from pipeline import metrics
-from pipeline.errors import TransientError
+from pipeline.errors import ChatThrottledError, TransientError
 
 logger = logging.getLogger(__name__)
 
@@ -51,40 +53,115 @@ class Output(Protocol):
         """Waits until every queued record is durable."""
 
 
+class Throttling(Protocol):
+    """Told about a job's call outcomes (:class:`pipeline.worker.admission.Ticket`)."""
+
+    def throttled(self, retry_after_s: float | None) -> None:
+        """The agent answered 429 (or 503 with ``Retry-After``)."""
+
+    def first_line(self, latency_s: float) -> None:
+        """The first line arrived ``latency_s`` seconds after the successful call started."""
+
+    def stream_ended(self) -> None:
+        """The attempt's stream is closed: its slot and stream leases may go to another job."""
+
+    async def admitted(self) -> None:
+        """Returns once the job holds a stream slot again (after :meth:`stream_ended`)."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Retries of transient errors before the first line: exponential backoff with jitter.
+    """Retries before the first line: failures with exponential backoff and jitter, throttling
+    after the agent's ``Retry-After`` (module docstring).
 
     Attributes:
-        attempts: Calls in all (the first one included).
-        initial_s, max_s: First and largest wait; each wait doubles, plus up to ``initial_s``
-            of random jitter.
+        attempts: Calls that fail other than by throttling, in all (the first one included).
+        initial_s, max_s: First and largest backoff; each doubles, plus up to ``initial_s`` of
+            random jitter. A throttled answer without ``Retry-After`` waits the same way.
     """
 
     attempts: int = 4
     initial_s: float = 0.2
     max_s: float = 5.0
 
-    def retrying(self) -> AsyncRetrying:
-        """Returns: a tenacity controller retrying :class:`TransientError` by this policy,
-        counting each retry in ``chatscribe_worker_stream_retries_total``."""
+    def retrying(
+        self, control: JobControl | None = None, *, deadline_at: float | None = None
+    ) -> AsyncRetrying:
+        """Returns: a tenacity controller for one job's call (a fresh one per call).
+
+        Args:
+            control: The job's control: counts throttled answers and tells its observer.
+            deadline_at: ``time.monotonic()`` value of the job's deadline; no wait ends past
+                it (the last error is raised instead). None: no bound but ``attempts``.
+        """
+        budget = _Budget(self, control or JobControl(), deadline_at)
         return AsyncRetrying(
-            stop=stop_after_attempt(self.attempts),
-            wait=wait_exponential_jitter(
-                initial=self.initial_s, max=self.max_s, jitter=self.initial_s
-            ),
+            stop=budget.stop,
+            wait=budget.wait,
             retry=retry_if_exception_type(TransientError),
             before_sleep=_log_retry,
             reraise=True,
         )
 
+    def backoff_s(self, failures: int) -> float:
+        """Returns: the wait after the ``failures``-th failure (1, 2, ...) in seconds."""
+        exponent = max(failures - 1, 0)
+        wait_s: float = self.initial_s * 2**exponent + random.uniform(0, self.initial_s)
+        return min(wait_s, self.max_s)
+
+
+class _Budget:
+    """One call's retry state: failures and throttled answers counted apart."""
+
+    def __init__(self, policy: RetryPolicy, control: JobControl, deadline_at: float | None):
+        self._policy = policy
+        self._control = control
+        self._deadline_at = deadline_at
+        self.failures = 0
+        self.throttles = 0
+
+    def wait(self, state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        if isinstance(error, ChatThrottledError):
+            self.throttles += 1
+            self._control.on_throttled(error.retry_after_s)
+            if error.retry_after_s is not None:
+                return error.retry_after_s
+            return self._policy.backoff_s(self.throttles)
+        self.failures += 1
+        return self._policy.backoff_s(self.failures)
+
+    def stop(self, state: RetryCallState) -> bool:
+        error = state.outcome.exception() if state.outcome else None
+        past_deadline = (
+            self._deadline_at is not None
+            and time.monotonic() + state.upcoming_sleep > self._deadline_at
+        )
+        if isinstance(error, ChatThrottledError):
+            if past_deadline:
+                logger.warning("throttled past the deadline wait_s=%.1f", state.upcoming_sleep)
+            return past_deadline
+        return past_deadline or self.failures >= self._policy.attempts
+
 
 class JobControl:
-    """Abort requests for one running job; the first reason wins."""
+    """Abort requests for one running job (the first reason wins), and what its calls met.
 
-    def __init__(self) -> None:
+    Args:
+        observer: Told of throttled answers and first-line latencies (the admission ticket).
+
+    Attributes:
+        reason: Why an abort was requested; None while none was.
+        throttled: Throttled answers absorbed since :meth:`take_throttled` last ran.
+        call_started: ``time.monotonic()`` when the latest call to the Chat API started.
+    """
+
+    def __init__(self, observer: Throttling | None = None) -> None:
         self._requested = asyncio.Event()
+        self._observer = observer
         self.reason: str | None = None
+        self.throttled = 0
+        self.call_started = time.monotonic()
 
     def request_abort(self, reason: str) -> None:
         """Asks the runner to abort the chat (the deadline, a cancellation)."""
@@ -96,6 +173,36 @@ class JobControl:
         """Returns: the reason, once an abort is requested."""
         await self._requested.wait()
         return self.reason or ""
+
+    def on_throttled(self, retry_after_s: float | None) -> None:
+        """Counts a throttled answer and tells the observer."""
+        self.throttled += 1
+        metrics.THROTTLED.inc()
+        if self._observer is not None:
+            self._observer.throttled(retry_after_s)
+
+    def first_line(self) -> None:
+        """Tells the observer how long the latest call took to give its first line."""
+        if self._observer is not None:
+            self._observer.first_line(time.monotonic() - self.call_started)
+
+    def stream_ended(self) -> None:
+        """Tells the observer the attempt's stream is closed (its slot is free before the
+        terminal event is delivered)."""
+        if self._observer is not None:
+            self._observer.stream_ended()
+
+    async def admitted(self) -> None:
+        """Waits until the job may open a stream (a slot before each call); the call's
+        first-line latency is counted from here, not from before the wait."""
+        if self._observer is not None:
+            await self._observer.admitted()
+        self.call_started = time.monotonic()
+
+    def take_throttled(self) -> int:
+        """Returns: throttled answers since the last call (for an attempt's terminal event)."""
+        count, self.throttled = self.throttled, 0
+        return count
 
 
 def chat_request(job: ChatJob, *, state_of: str | None = None) -> ChatRequest:

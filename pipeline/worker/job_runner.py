@@ -222,6 +222,7 @@ class JobRunner:
             http_status=result.http_status,
             error=result.error,
             error_type=result.error_type,
+            throttled=run.control.take_throttled() or None,
         )
         await output.send_event(terminal)
         await output.delivered()
@@ -265,6 +266,7 @@ class JobRunner:
                 try:
                     await self._stream(run, output)
                 finally:
+                    run.control.stream_ended()
                     watchdog.cancel()
                     await asyncio.gather(watchdog, return_exceptions=True)
         except _OutputFailedError as exc:
@@ -294,7 +296,8 @@ class JobRunner:
         every ``state_poll_s`` until the turn ended; the deadline bounds the wait.
         """
         while True:
-            retrying = self._retry.retrying()
+            deadline_at = run.started + (run.job.deadline_s or self._job_deadline_s)
+            retrying = self._retry.retrying(run.control, deadline_at=deadline_at)
             result: tuple[ChatStream, StreamLine | None] = await retrying(self._first_line, run)
             stream, first = result
             if not (run.state.state_fetch and first is not None and _streaming(first)):
@@ -304,6 +307,7 @@ class JobRunner:
             await asyncio.sleep(self._state_poll_s)
 
     async def _first_line(self, run: _Run) -> tuple[ChatStream, StreamLine | None]:
+        await run.control.admitted()  # a stream slot (again after a 429 or a broken stream)
         job = run.job
         state_of = run.state.chat_id if run.state.state_fetch else None
         request = chat_request(job, state_of=state_of)
@@ -340,6 +344,7 @@ class JobRunner:
             metrics.LINES.inc()
             if run.state.lines == 1:
                 metrics.FIRST_LINE_S.observe(time.monotonic() - run.started)
+                run.control.first_line()
                 await output.send_event(self._event(run, "first_line", line_count=1))
         except TransientError as exc:
             raise _OutputFailedError(exc) from exc

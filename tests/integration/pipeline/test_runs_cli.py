@@ -115,3 +115,24 @@ async def test_runs_commands_refuse_an_unknown_run(settings: Settings) -> None:
         result = await _cli(settings, "runs", command, "no-such-run")
         assert result.exit_code == 2
         assert "no run 'no-such-run' in the archive" in result.stderr
+
+
+async def test_batch_limit_options_travel_on_every_job_and_into_the_run(
+    settings: Settings, tmp_path: Path
+) -> None:
+    await ensure_topics(settings, wire.ALL_TOPICS)
+    questions = tmp_path / "questions.yaml"
+    questions.write_text(yaml.safe_dump({**QUESTIONS, "limits": {"requestsPerMinute": 60}}))
+    args = ["--max-concurrency", "3", "--target-max-concurrency", "40"]
+    detached = await _cli(settings, "batch", str(questions), "--detach", *args)
+    assert detached.exit_code == 0, detached.output
+    run_id = detached.stdout.strip().splitlines()[-1]
+    jobs = await _submitted_jobs(settings, 2)
+    for job in jobs:
+        assert job.limits is not None and job.target_limits is not None
+        assert (job.limits.max_concurrency, job.limits.requests_per_minute) == (3, 60)
+        assert job.target_limits.max_concurrency == 40
+    shown = await _cli(settings, "runs", "show", run_id)
+    assert "429s absorbed: none" in shown.stdout
+    refused = await _cli(settings, "batch", str(questions), "--requests-per-minute", "0")
+    assert refused.exit_code == 2  # a clear usage error, nothing submitted

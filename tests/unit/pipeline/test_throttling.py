@@ -1,0 +1,188 @@
+"""Throttling: Retry-After parsing, 429/503 mapping, retries that burn no attempt, the deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from models.records import ChatJob, JobEvent, LineEnvelope
+from pipeline.chat.client import ChatClient, error_for_status, parse_retry_after
+from pipeline.errors import ChatServerError, ChatThrottledError
+from pipeline.worker.job_runner import JobControl, JobRunner, RetryPolicy
+
+URL = "http://chat.test/api/v1/public/r/a/agents/1/chat/stream-chat-state"
+NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=UTC)
+FAST = RetryPolicy(attempts=2, initial_s=0.001, max_s=0.005)
+BODY = b'{"id":"__cutoff__","state":{"chatId":"c1"}}\n{"id":"m1","content":"hi","final":true}\n'
+
+
+class Output:
+    def __init__(self) -> None:
+        self.lines: list[LineEnvelope] = []
+        self.events: list[JobEvent] = []
+
+    async def send_line(self, envelope: LineEnvelope) -> None:
+        self.lines.append(envelope)
+
+    async def send_event(self, event: JobEvent) -> None:
+        self.events.append(event)
+
+    async def delivered(self) -> None:
+        return None
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.throttles: list[float | None] = []
+        self.latencies: list[float] = []
+        self.ended = 0
+        self.admissions = 0
+
+    def throttled(self, retry_after_s: float | None) -> None:
+        self.throttles.append(retry_after_s)
+
+    def first_line(self, latency_s: float) -> None:
+        self.latencies.append(latency_s)
+
+    def stream_ended(self) -> None:
+        self.ended += 1
+
+    async def admitted(self) -> None:
+        self.admissions += 1
+
+
+def _job(**fields: Any) -> ChatJob:
+    values = {
+        "job_id": "j1",
+        "run_id": "r1",
+        "question": "How many?",
+        "session_settings": {"externalId": "u1"},
+        "chat_url": URL,
+        **fields,
+    }
+    return ChatJob.model_validate(values)
+
+
+def _runner(statuses: list[tuple[int, dict[str, str]]], *, deadline_s: float = 30) -> JobRunner:
+    """A runner whose agent answers ``statuses`` in turn, then 200 with :data:`BODY`."""
+    queue = list(statuses)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if queue:
+            status, headers = queue.pop(0)
+            return httpx.Response(status, headers=headers, json={"error": "slow down"})
+        return httpx.Response(200, content=BODY)
+
+    client = ChatClient(api_key="k", transport=httpx.MockTransport(handler))
+    return JobRunner(client, job_deadline_s=deadline_s, worker_id="w1", retry=FAST)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("120", 120.0),
+        (" 0 ", 0.0),
+        ("1.5", 1.5),
+        (format_datetime(NOW + timedelta(seconds=30), usegmt=True), 30.0),
+        ("Tue, 24 Nov 2026 12:00:45 GMT", 45.0),
+        ("Tuesday, 24-Nov-26 12:00:10 GMT", 10.0),  # RFC 850, obsolete but allowed
+        (format_datetime(NOW - timedelta(hours=1), usegmt=True), 0.0),
+    ],
+)
+def test_retry_after_reads_seconds_and_http_dates(value: str, expected: float) -> None:
+    assert parse_retry_after(value, now=NOW) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("value", [None, "", "soon", "-5", "nan", "inf", "12 Smarch 2026", "1e400"])
+def test_retry_after_garbage_is_none(value: str | None) -> None:
+    assert parse_retry_after(value, now=NOW) is None
+
+
+def test_429_and_503_with_retry_after_are_throttling_carrying_the_wait() -> None:
+    too_many = error_for_status(429, "slow", url=URL, retry_after="7")
+    unavailable = error_for_status(503, "busy", url=URL, retry_after="3")
+    no_header = error_for_status(429, "slow", url=URL)
+    assert isinstance(too_many, ChatThrottledError) and too_many.retry_after_s == 7.0
+    assert isinstance(unavailable, ChatThrottledError) and unavailable.retry_after_s == 3.0
+    assert isinstance(no_header, ChatThrottledError) and no_header.retry_after_s is None
+    plain_503 = error_for_status(503, "down", url=URL)
+    assert isinstance(plain_503, ChatServerError)
+    assert not isinstance(plain_503, ChatThrottledError)
+
+
+async def test_client_raises_throttling_with_the_response_header() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(429, headers={"Retry-After": "2"}, json={"error": "rate limit"})
+
+    async with ChatClient(api_key="k", transport=httpx.MockTransport(handler)) as client:
+        stream = client.stream_chat(URL, _request())
+        with pytest.raises(ChatThrottledError) as caught:
+            await anext(stream)
+    assert caught.value.retry_after_s == 2.0
+    assert caught.value.status_code == 429
+    assert "rate limit" in caught.value.message
+
+
+def _request() -> Any:
+    from pipeline.worker.job_control import chat_request
+
+    return chat_request(_job())
+
+
+async def test_throttled_answers_burn_no_attempt_and_are_counted() -> None:
+    # 2 attempts allowed; 5 throttled answers (more than the attempts) are waited out.
+    throttles = [(429, {"Retry-After": "0.01"})] * 4 + [(503, {"Retry-After": "0"})]
+    runner = _runner(throttles)
+    output, observer = Output(), Observer()
+    terminal = await runner.run(_job(), output, control=JobControl(observer=observer))
+    assert terminal.kind == "completed"
+    assert terminal.throttled == 5
+    assert observer.throttles == [0.01, 0.01, 0.01, 0.01, 0.0]
+    assert len(observer.latencies) == 1
+    assert observer.ended == 1
+    assert observer.admissions == 6  # a stream slot before each call, the throttled ones too
+
+
+async def test_failures_still_burn_attempts_between_throttles() -> None:
+    answers = [(429, {"Retry-After": "0"}), (500, {}), (429, {"Retry-After": "0"}), (500, {})]
+    terminal = await _runner(answers).run(_job(), Output())
+    assert terminal.kind == "failed"
+    assert terminal.error_type == "ChatServerError"
+    assert terminal.throttled == 2
+
+
+async def test_throttling_past_the_deadline_fails_at_once() -> None:
+    runner = _runner([(429, {"Retry-After": "0.05"}), (429, {"Retry-After": "3600"})])
+    started = time.monotonic()
+    terminal = await runner.run(_job(deadline_s=5), Output())
+    assert time.monotonic() - started < 2  # did not sleep an hour, nor until the deadline
+    assert terminal.kind == "failed"
+    assert terminal.error_type == "ChatThrottledError"
+    assert terminal.http_status == 429
+    assert terminal.throttled == 2
+
+
+async def test_terminal_event_without_throttling_has_no_count() -> None:
+    terminal = await _runner([]).run(_job(), Output())
+    assert terminal.kind == "completed"
+    assert terminal.throttled is None
+    assert "throttled" not in terminal.to_value().decode()
+
+
+class SlowSlotObserver(Observer):
+    async def admitted(self) -> None:
+        self.admissions += 1
+        await asyncio.sleep(0.3)  # waiting for a stream slot is not the agent's latency
+
+
+async def test_first_line_latency_excludes_the_wait_for_a_stream_slot() -> None:
+    observer = SlowSlotObserver()
+    terminal = await _runner([]).run(_job(), Output(), control=JobControl(observer=observer))
+    assert terminal.kind == "completed"
+    assert observer.latencies and observer.latencies[0] < 0.2
