@@ -75,22 +75,22 @@ SELECT coalesce(j.started_at, j.submitted_at) AS asked_at, j.job_id, j.run_id, j
        a.content AS answer, a.source AS answer_source, coalesce(a.stream_errors, '{{}}') AS se,
        coalesce(q.queries, '[]') AS queries, coalesce(t.errors, '[]') AS tool_errors,
        (j.status = 'aborted' OR EXISTS (
-            SELECT 1 FROM "{s}".messages m WHERE m.job_id = j.job_id
+            SELECT 1 FROM messages m WHERE m.job_id = j.job_id
             AND m.attempt = j.last_attempt AND m.message_id = '__aborted__')) AS aborted
-FROM "{s}".jobs j
-LEFT JOIN "{s}".answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
+FROM jobs j
+LEFT JOIN answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
 LEFT JOIN LATERAL (
     SELECT jsonb_agg(jsonb_build_object(
         'sql', s.sql_query, 'title', s.query_title, 'views', s.views, 'members', s.members,
         'total_rows', s.total_rows, 'returned_rows', s.returned_rows, 'error', s.error,
         'schema', s.result_schema, 'rows', s.rows, 'vega_spec', s.vega_spec)
         ORDER BY s.message_id) AS queries
-    FROM "{s}".sql_queries s WHERE s.job_id = j.job_id AND s.attempt = j.last_attempt
+    FROM sql_queries s WHERE s.job_id = j.job_id AND s.attempt = j.last_attempt
 ) q ON true
 LEFT JOIN LATERAL (
     SELECT jsonb_agg(jsonb_build_object('tool', t.name, 'error', coalesce(t.error #>> '{{}}',
         t.payload_error))) AS errors
-    FROM "{s}".tool_calls t WHERE t.job_id = j.job_id AND t.attempt = j.last_attempt
+    FROM tool_calls t WHERE t.job_id = j.job_id AND t.attempt = j.last_attempt
       AND (t.error IS NOT NULL OR t.payload_error IS NOT NULL)
 ) t ON true
 WHERE {where}
@@ -116,17 +116,17 @@ def _where(flt: AuditFilter) -> tuple[str, dict[str, Any]]:
         params["user"] = flt.user
     if flt.view is not None:
         clauses.append(
-            'EXISTS (SELECT 1 FROM "{s}".sql_queries v WHERE v.job_id = j.job_id'
+            "EXISTS (SELECT 1 FROM sql_queries v WHERE v.job_id = j.job_id"
             " AND v.attempt = j.last_attempt AND :view = ANY(v.views))"
         )
         params["view"] = flt.view
     return " AND ".join(clauses), params
 
 
-def read_entries(conn: sa.Connection, *, schema: str, flt: AuditFilter) -> list[AuditEntry]:
+def read_entries(conn: sa.Connection, *, flt: AuditFilter) -> list[AuditEntry]:
     """Reads the audit entries matching ``flt``, oldest first."""
     where, params = _where(flt)
-    query = _ENTRIES.format(s=schema, where=where.format(s=schema))
+    query = _ENTRIES.format(where=where)
     return [_entry(row) for row in conn.execute(sa.text(query), params)]
 
 

@@ -28,19 +28,18 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql import JSONB
 
-from models.archive import (
+from models.archive import storable, storable_row
+from models.records import TERMINAL_EVENTS, LineEnvelope, parse_line
+from pipeline.archive.tables import (
     DERIVED_TABLES,
     answers,
     job_events,
     jobs,
     messages,
     sql_queries,
-    storable,
-    storable_row,
     stream_lines,
     tool_calls,
 )
-from models.records import TERMINAL_EVENTS, LineEnvelope, parse_line
 from pipeline.transcript.normalise import Transcript, normalise
 
 logger = logging.getLogger(__name__)
@@ -234,8 +233,7 @@ def _insert(conn: sa.Connection, table: sa.Table, rows: Iterable[dict[str, Any]]
         return
     columns = list(stored[0])
     json_columns = {c for c in columns if isinstance(table.c[c].type, JSONB)}
-    schema = (conn.get_execution_options().get("schema_translate_map") or {}).get(None)
-    target = f'"{schema}"."{table.name}"' if schema else f'"{table.name}"'
+    target = f'"{table.name}"'  # in the connection's search_path (engine.create_engine)
     names = ", ".join(f'"{c}"' for c in columns)
     statement = f"COPY {target} ({names}) FROM STDIN"
     driver = conn.connection.driver_connection

@@ -18,8 +18,9 @@ from typing import Any, Final
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from models.archive import job_events, jobs, storable_row
+from models.archive import storable_row
 from models.records import JobEvent
+from pipeline.archive.tables import job_events, jobs
 from pipeline.transcript.lifecycle import COLUMNS, JobState, fold
 
 _LOCK_NAMESPACE: Final = b"chatscribe-job:"

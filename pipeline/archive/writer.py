@@ -119,20 +119,17 @@ class ArchiveWriter:
 
     Args:
         engine: From :func:`create_engine`; the writer does not own it unless built with
-            :meth:`from_settings`.
-        schema: The schema the tables live in (``settings.database_schema``).
+            :meth:`from_settings`; its connections' ``search_path`` is the archive's schema.
     """
 
     def __init__(
         self,
         engine: sa.Engine,
         *,
-        schema: str,
         owns_engine: bool = False,
         redactor: Redactor | None = None,
     ) -> None:
         self._engine = engine
-        self._schema = schema
         self._redactor = redactor
         self._owns_engine = owns_engine
         self.batches = 0
@@ -147,11 +144,11 @@ class ArchiveWriter:
         redactor = Redactor.build(
             detectors=settings.redact_detectors, patterns=settings.redact_patterns
         )
-        return cls(engine, schema=settings.database_schema, owns_engine=True, redactor=redactor)
+        return cls(engine, owns_engine=True, redactor=redactor)
 
     def __repr__(self) -> str:
         return (
-            f"<ArchiveWriter schema={self._schema} batches={self.batches} "
+            f"<ArchiveWriter batches={self.batches} "
             f"lines_inserted={self.lines_inserted} events_inserted={self.events_inserted} "
             f"attempts_normalised={self.attempts_normalised}>"
         )
@@ -182,9 +179,7 @@ class ArchiveWriter:
         started = time.monotonic()
         with collector_paused(), translate_errors("write_batch"), self._engine.begin() as conn:
             events_inserted, jobs_updated = self._write_events(conn, lines, events)
-            lines_inserted = archive_lines.write_lines(
-                conn, lines, schema=self._schema, redactor=self._redactor
-            )
+            lines_inserted = archive_lines.write_lines(conn, lines, redactor=self._redactor)
             known = {(line.job_id, line.attempt, line.line_no): line for line in lines}
             touched = _touched(lines, events)
             normalised = archive_derived.normalise_ready(conn, touched, known=known)

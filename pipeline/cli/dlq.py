@@ -24,9 +24,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pipeline.errors import DeadLetterNotFoundError
 from pipeline.kafka.dead_letters import (
     DLQ_TOPICS,
-    DeadLetterNotFoundError,
     DeadLetterRef,
     StoredDeadLetter,
     read_dead_letter,

@@ -52,7 +52,6 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final
 
-from aiokafka.errors import CommitFailedError, IllegalStateError
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
@@ -63,13 +62,20 @@ from tenacity import (
 from models import wire
 from models.records import JobEvent, LineEnvelope
 from pipeline.archive.writer import ArchiveWriter, BatchOutcome
-from pipeline.errors import ArchiveRejectedError, ArchiveUnavailableError, TransientError
+from pipeline.errors import (
+    ArchiveRejectedError,
+    ArchiveUnavailableError,
+    PartitionsRevokedError,
+    TransientError,
+)
+from pipeline.kafka import consumer as kafka_consumer
 from pipeline.kafka.clients import create_consumer, create_producer, ensure_topics
-from pipeline.kafka.dead_letters import Record, send_dead_letters
+from pipeline.kafka.dead_letters import send_dead_letters
+from pipeline.kafka.lag import assigned_lag
 from pipeline.settings import Settings
 from pipeline.sink import metrics
 from pipeline.sink.answers import AnswerPublisher
-from pipeline.sink.decode import BatchReport, Item
+from pipeline.sink.decode import BatchReport, Dead, Item, invalid_record
 from pipeline.sink.prefetch import Batches, Fetched, Prefetcher, fetch, rewind_offsets
 
 __all__ = ["BatchReport", "Sink", "run_sink"]
@@ -300,7 +306,7 @@ class Sink:
                 return outcome
         raise AssertionError("unreachable: tenacity reraises")
 
-    async def _bisect(self, items: list[Item]) -> list[tuple[Record, str]]:
+    async def _bisect(self, items: list[Item]) -> list[Dead]:
         """Writes ``items`` in halves until single refused records remain.
 
         Returns:
@@ -313,21 +319,22 @@ class Sink:
             return []
         except ArchiveRejectedError as exc:
             if len(items) == 1:
-                return [(items[0][0], f"archive refused the record: {exc}")]
+                record = items[0][0]
+                return [(record, invalid_record(record, f"archive refused the record: {exc}"))]
         middle = len(items) // 2
         return await self._bisect(items[:middle]) + await self._bisect(items[middle:])
 
-    async def _dead_letter(self, dead: Sequence[tuple[Record, str]]) -> None:
+    async def _dead_letter(self, dead: Sequence[Dead]) -> None:
         await send_dead_letters(self._producer, self._dlq_topic, dead)
         for record, _ in dead:
             source = "lines" if record.topic == self._lines_topic else "events"
             metrics.DEAD_LETTERS.labels(source=source).inc()
 
     async def _commit(self, batches: Batches) -> bool:
-        offsets = {tp: records[-1].offset + 1 for tp, records in batches.items()}
+        committed = {tp: records[-1].offset + 1 for tp, records in batches.items()}
         try:
-            await self._consumer.commit(offsets)
-        except (CommitFailedError, IllegalStateError) as exc:
+            await kafka_consumer.commit(self._consumer, committed)
+        except PartitionsRevokedError as exc:
             logger.warning(
                 "offsets not committed (rebalance); the batch is archived and will "
                 "be absorbed when read again: %r",
@@ -339,8 +346,8 @@ class Sink:
     def _rewind(self, offsets: dict[Any, int]) -> None:
         for tp, offset in offsets.items():
             try:
-                self._consumer.seek(tp, offset)
-            except IllegalStateError:
+                kafka_consumer.seek(self._consumer, tp, offset)
+            except PartitionsRevokedError:
                 logger.info(
                     "partition revoked before rewind topic=%s partition=%d", tp.topic, tp.partition
                 )
@@ -357,7 +364,7 @@ class Sink:
             publish: Also set the per-partition lag gauge (:mod:`pipeline.sink.metrics`).
         """
         self._lag_at = time.monotonic()
-        found = await metrics.consumer_lag(self._consumer)
+        found = await assigned_lag(self._consumer)
         if found is None:
             return None
         if publish:

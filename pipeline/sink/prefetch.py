@@ -37,9 +37,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka.errors import IllegalStateError
-
 from models.records import JobEvent, LineEnvelope
+from pipeline.errors import PartitionsRevokedError
+from pipeline.kafka import consumer as kafka_consumer
 from pipeline.kafka.dead_letters import Record
 from pipeline.sink.decode import Dead, Item, decode_batch
 
@@ -194,6 +194,6 @@ class Prefetcher:
 
     async def _position_past(self, tp: Any, last_offset: int) -> bool:
         try:
-            return bool(await self._consumer.position(tp) > last_offset)
-        except IllegalStateError:
+            return await kafka_consumer.position(self._consumer, tp) > last_offset
+        except PartitionsRevokedError:
             return False

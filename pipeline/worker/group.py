@@ -27,7 +27,7 @@ from aiokafka.errors import KafkaError
 from faust.assignor import PartitionAssignor
 from faust.types import AppT
 
-from pipeline.kafka.clients import RecordDeliveryError
+from pipeline.errors import RecordDeliveryError
 from pipeline.worker.history import JobHistory
 
 logger = logging.getLogger(__name__)

@@ -41,7 +41,8 @@ from tenacity import (
 
 from models.records import JobEvent
 from models.wire import TOPIC_JOB_EVENTS
-from pipeline.kafka.clients import RecordDeliveryError, create_consumer
+from pipeline.errors import RecordDeliveryError
+from pipeline.kafka.clients import create_consumer
 from pipeline.settings import Settings
 from pipeline.worker.attempts import PriorAttempts
 

@@ -13,8 +13,9 @@ import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
-from models import archive, wire
+from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
+from pipeline.archive import tables as archive
 from pipeline.archive.engine import create_engine, upgrade
 from pipeline.archive.lines import JSONB_REFUSED, NUL_REFUSED
 from pipeline.archive.writer import ArchiveWriter
@@ -43,7 +44,7 @@ def engine(settings: Settings) -> Iterator[sa.Engine]:
 
 @pytest.fixture
 def writer(engine: sa.Engine, settings: Settings) -> ArchiveWriter:
-    return ArchiveWriter(engine, schema=settings.database_schema)
+    return ArchiveWriter(engine)
 
 
 def _raw(**fields: Any) -> bytes:
@@ -96,10 +97,8 @@ TRANSCRIPT = [
 
 
 def _rows(engine: sa.Engine, query: str, **params: Any) -> list[Any]:
-    """Runs ``query`` with the test's schema first on the search path."""
-    schema = engine.get_execution_options()["schema_translate_map"][None]
+    """Runs ``query`` (the engine's connections have the test's schema as search path)."""
     with engine.connect() as conn:
-        conn.exec_driver_sql(f'SET search_path TO "{schema}"')
         return list(conn.execute(sa.text(query), params))
 
 
@@ -256,7 +255,7 @@ def test_two_writers_racing_on_one_job_still_normalise_it(
     engine: sa.Engine, settings: Settings
 ) -> None:
     jobs = [f"j-race-{n}" for n in range(8)]
-    writers = [ArchiveWriter(engine, schema=settings.database_schema) for _ in range(2)]
+    writers = [ArchiveWriter(engine) for _ in range(2)]
 
     def race(job_id: str) -> None:
         barrier = threading.Barrier(2)

@@ -51,9 +51,7 @@ async def _cli(settings: Settings, *args: str) -> Any:
 
 
 def _scalar(engine: sa.Engine, query: str, **params: Any) -> Any:
-    schema = engine.get_execution_options()["schema_translate_map"][None]
     with engine.connect() as conn:
-        conn.exec_driver_sql(f'SET search_path TO "{schema}"')
         return conn.execute(sa.text(query), params).scalar_one()
 
 

@@ -142,9 +142,7 @@ def worker(settings: Settings, tmp_path: Path) -> Iterator[WorkerProcess]:
 
 
 def _one(engine: sa.Engine, query: str, **params: Any) -> Any:
-    schema = engine.get_execution_options()["schema_translate_map"][None]
     with engine.connect() as conn:
-        conn.exec_driver_sql(f'SET search_path TO "{schema}"')
         return conn.execute(sa.text(query), params).one_or_none()
 
 

@@ -77,8 +77,8 @@ class _SlowFailingWriter(ArchiveWriter):
     """Its first ``failures`` writes take a while (so the next batch is fetched ahead
     meanwhile) and then fail as if PostgreSQL were down."""
 
-    def __init__(self, engine: sa.Engine, schema: str, failures: int) -> None:
-        super().__init__(engine, schema=schema)
+    def __init__(self, engine: sa.Engine, failures: int) -> None:
+        super().__init__(engine)
         self.failures = failures
         self.calls = 0
 
@@ -93,9 +93,8 @@ class _SlowFailingWriter(ArchiveWriter):
 
 
 def _stored(engine: sa.Engine) -> int:
-    schema = engine.get_execution_options()["schema_translate_map"][None]
     with engine.connect() as conn:
-        found = conn.exec_driver_sql(f'SELECT count(*) FROM "{schema}".stream_lines').scalar()
+        found = conn.exec_driver_sql("SELECT count(*) FROM stream_lines").scalar()
     return int(found or 0)
 
 
@@ -113,7 +112,7 @@ async def _committed(settings: Settings) -> int:
 async def test_failed_write_rewinds_the_batch_fetched_ahead_and_loses_nothing(
     settings: Settings, engine: sa.Engine, produced: list[LineEnvelope]
 ) -> None:
-    writer = _SlowFailingWriter(engine, settings.database_schema, failures=1)
+    writer = _SlowFailingWriter(engine, failures=1)
     sink = Sink(settings, writer=writer, retry_budget_s=0.2)
     await sink.start()
     reports: list[BatchReport] = []

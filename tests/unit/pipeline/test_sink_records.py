@@ -54,7 +54,12 @@ def test_decode_batch_keeps_order_and_gives_reasons_for_what_cannot_be_archived(
     items, dead = decode_batch(records, lines_topic=LINES, events_topic=EVENTS)
     assert [type(value) for _, value in items] == [LineEnvelope, JobEvent]
     assert items[0][1].line_no == 3 and items[1][0] is records[2]
-    reasons = {id(record): reason for record, reason in dead}
+    reasons = {id(record): error.reason for record, error in dead}
+    assert all(
+        (error.topic, error.partition, error.offset)
+        == (record.topic, record.partition, record.offset)
+        for record, error in dead
+    )
     assert reasons[id(records[1])].startswith("LineRecordError: header chatscribe-attempt")
     assert "ValidationError" in reasons[id(records[3])]
     assert "unexpected topic p.other" in reasons[id(records[4])]
