@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import psycopg
@@ -28,7 +28,7 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql import JSONB
 
-from models.archive import storable, storable_row
+from models.archive import storable, storable_as_parsed, storable_row
 from models.records import TERMINAL_EVENTS, LineEnvelope, parse_line
 from pipeline.archive.tables import (
     DERIVED_TABLES,
@@ -83,9 +83,10 @@ def normalise_ready(
         return []
     stored = read_lines(conn, targets, known or {})
     transcripts = [normalise(stored[(j, a)], job_id=j, attempt=a) for j, a, _ in targets]
+    clean = {key for key, lines in stored.items() if all(_clean(line) for line in lines)}
     try:
         with conn.begin_nested():
-            replace_rows(conn, transcripts)
+            replace_rows(conn, transcripts, clean=clean)
         return [(t.job_id, t.attempt) for t in transcripts]
     except _REFUSED as exc:
         logger.warning("derived rows refused, writing attempts one by one: %s", _cause(exc))
@@ -93,7 +94,7 @@ def normalise_ready(
     for transcript in transcripts:
         try:
             with conn.begin_nested():
-                replace_rows(conn, [transcript])
+                replace_rows(conn, [transcript], clean=clean)
         except _REFUSED as exc:
             logger.error(
                 "cannot store derived rows job_id=%s attempt=%d error=%s",
@@ -175,11 +176,20 @@ def _envelope(row: Any, known: Mapping[LineKey, LineEnvelope]) -> LineEnvelope:
     )
 
 
-def replace_rows(conn: sa.Connection, transcripts: Sequence[Transcript]) -> None:
+def replace_rows(
+    conn: sa.Connection, transcripts: Sequence[Transcript], *, clean: Collection[JobAttempt] = ()
+) -> None:
     """Replaces the derived rows of the transcripts' attempts and records them in ``jobs``.
 
     ``jobs.normalised_attempt`` becomes the largest attempt normalised; ``jobs.chat_id`` is
     filled from the transcript when it is the job's current attempt and has none.
+
+    Args:
+        conn: A connection inside the batch's transaction.
+        transcripts: The attempts' normalised transcripts.
+        clean: Attempts whose every line :func:`models.archive.storable_as_parsed` accepts:
+            their rows skip the text and JSON cleaning (the line was parsed once, in the sink's
+            decode; cleaning would serialise and parse every payload again).
     """
     keys = [(t.job_id, t.attempt) for t in transcripts]
     for table in DERIVED_TABLES:
@@ -187,10 +197,23 @@ def replace_rows(conn: sa.Connection, transcripts: Sequence[Transcript]) -> None
             conn.execute(
                 table.delete().where(sa.tuple_(table.c.job_id, table.c.attempt).in_(chunk))
             )
-    _insert(conn, messages, (m.to_row() for t in transcripts for m in t.messages))
-    _insert(conn, tool_calls, (c.to_row() for t in transcripts for c in t.tool_calls))
-    _insert(conn, sql_queries, (q.to_row() for t in transcripts for q in t.sql_queries))
-    _insert(conn, answers, (t.answer.to_row() for t in transcripts))
+    tidy = {(t.job_id, t.attempt): (t.job_id, t.attempt) in clean for t in transcripts}
+    _insert(
+        conn,
+        messages,
+        ((m.to_row(), tidy[m.job_id, m.attempt]) for t in transcripts for m in t.messages),
+    )
+    _insert(
+        conn,
+        tool_calls,
+        ((c.to_row(), tidy[c.job_id, c.attempt]) for t in transcripts for c in t.tool_calls),
+    )
+    _insert(
+        conn,
+        sql_queries,
+        ((q.to_row(), tidy[q.job_id, q.attempt]) for t in transcripts for q in t.sql_queries),
+    )
+    _insert(conn, answers, ((t.answer.to_row(), tidy[t.job_id, t.attempt]) for t in transcripts))
     attempt, chat_id = (
         sa.bindparam("n_attempt", type_=sa.Integer),
         sa.bindparam("n_chat_id", type_=sa.Text),
@@ -214,8 +237,12 @@ def replace_rows(conn: sa.Connection, transcripts: Sequence[Transcript]) -> None
     conn.execute(update, params)
 
 
-def _insert(conn: sa.Connection, table: sa.Table, rows: Iterable[dict[str, Any]]) -> None:
+def _insert(
+    conn: sa.Connection, table: sa.Table, rows: Iterable[tuple[dict[str, Any], bool]]
+) -> None:
     """``COPY``s the rows (cleaned by :func:`storable_row`) into ``table``.
+
+    ``rows`` are ``(row, parsed_clean)`` pairs (:func:`storable_row`'s flag).
 
     The attempts' old rows were deleted just before in the same transaction, so nothing can
     conflict; ``COPY`` skips SQLAlchemy's per-value processing and the multi-row ``INSERT``
@@ -228,7 +255,7 @@ def _insert(conn: sa.Connection, table: sa.Table, rows: Iterable[dict[str, Any]]
         psycopg.DataError, psycopg.IntegrityError: PostgreSQL refused a row (the caller's
             savepoint isolates the attempt).
     """
-    stored = [storable_row(row) for row in rows]
+    stored = [storable_row(row, parsed_clean=tidy) for row, tidy in rows]
     if not stored:
         return
     columns = list(stored[0])
@@ -246,6 +273,11 @@ def _insert(conn: sa.Connection, table: sa.Table, rows: Iterable[dict[str, Any]]
                     for c in columns
                 ]
             )
+
+
+def _clean(line: LineEnvelope) -> bool:
+    """Returns: True when the line parsed and nothing in it needs cleaning to be stored."""
+    return line.message is not None and storable_as_parsed(line.raw)
 
 
 def _cause(exc: Exception) -> object:

@@ -43,6 +43,7 @@ from pipeline.archive import derived as archive_derived
 from pipeline.archive import jobs as archive_jobs
 from pipeline.archive import lines as archive_lines
 from pipeline.archive.engine import create_engine, translate_errors
+from pipeline.archive.parsed import ParsedLines
 from pipeline.archive.redaction import Redactor
 from pipeline.settings import Settings
 
@@ -131,6 +132,7 @@ class ArchiveWriter:
     ) -> None:
         self._engine = engine
         self._redactor = redactor
+        self._parsed = ParsedLines()
         self._owns_engine = owns_engine
         self.batches = 0
         self.lines_inserted = 0
@@ -180,9 +182,10 @@ class ArchiveWriter:
         with collector_paused(), translate_errors("write_batch"), self._engine.begin() as conn:
             events_inserted, jobs_updated = self._write_events(conn, lines, events)
             lines_inserted = archive_lines.write_lines(conn, lines, redactor=self._redactor)
-            known = {(line.job_id, line.attempt, line.line_no): line for line in lines}
+            self._parsed.add(lines)
             touched = _touched(lines, events)
-            normalised = archive_derived.normalise_ready(conn, touched, known=known)
+            normalised = archive_derived.normalise_ready(conn, touched, known=self._parsed.known)
+        self._parsed.forget(normalised)
         outcome = BatchOutcome(
             lines=len(lines),
             events=len(events),

@@ -214,6 +214,32 @@ def test_incomplete_attempt_is_not_normalised_until_its_last_line(
     assert writer.write_batch(lines, []).normalised == ()  # already normalised
 
 
+def test_lines_of_earlier_batches_are_not_parsed_again_to_normalise(
+    writer: ArchiveWriter, engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parse once: the attempt spans two batches; normalising it parses none of its lines."""
+    from pipeline.archive import derived
+
+    parses: list[bytes] = []
+    real = derived.parse_line
+
+    def counting(raw: bytes) -> Any:
+        parses.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(derived, "parse_line", counting)
+    lines = _lines("j-once", TRANSCRIPT)
+    writer.write_batch(lines[:-1], [])
+    assert writer.write_batch(lines[-1:], _events("j-once", len(TRANSCRIPT))).normalised == (
+        ("j-once", 1),
+    )
+    assert parses == []
+    assert _rows(engine, "SELECT count(*) AS n FROM messages WHERE job_id = 'j-once'")[0].n > 0
+    fresh = ArchiveWriter(engine)  # a sink that did not see the lines parses them from storage
+    assert fresh.renormalise("j-once", 1)
+    assert len(parses) == len(TRANSCRIPT)
+
+
 def test_late_started_event_keeps_the_terminal_status(
     writer: ArchiveWriter, engine: sa.Engine
 ) -> None:
