@@ -1,9 +1,10 @@
-"""Archive value rules shared by every part: closed value sets of the archive's columns and what
-PostgreSQL accepts in a column (no I/O, no SQLAlchemy; the tables are
-:mod:`pipeline.archive.tables`).
+r"""Archive value rules shared by every part.
+
+Closed value sets of the archive's columns and what PostgreSQL accepts in a column (no I/O, no
+SQLAlchemy; the tables are :mod:`pipeline.archive.tables`).
 
 :func:`storable` makes a Python value one PostgreSQL accepts: ``text`` and ``jsonb`` cannot hold
-NUL (``\\u0000``) or lone surrogates, ``jsonb`` no ``NaN``/``Infinity``, ``integer`` only 32 bits.
+NUL (``\u0000``) or lone surrogates, ``jsonb`` no ``NaN``/``Infinity``, ``integer`` only 32 bits.
 Raw lines are ``bytea`` and never need it.
 """
 
@@ -43,10 +44,13 @@ def storable_text(value: str) -> str:
 
 
 def storable_json(value: Any) -> Any:
-    """Returns: a decoded JSON value ``jsonb`` accepts: strings (keys too) cleaned as
-    :func:`storable_text`, non-finite floats as None, keys as ``str(key)``, tuples as lists;
-    nested values likewise. A value that needs none of that is returned as it is (checked on
-    its JSON text, in C: :func:`_needs_cleaning`), the others are rebuilt by a walk."""
+    """Returns: a decoded JSON value ``jsonb`` accepts.
+
+    Strings (keys too) cleaned as :func:`storable_text`, non-finite floats as None, keys as
+    ``str(key)``, tuples as lists; nested values likewise. A value that needs none of that is
+    returned as it is (checked on its JSON text, in C: :func:`_needs_cleaning`), the others are
+    rebuilt by a walk.
+    """
     if isinstance(value, str):
         return storable_text(value)
     if isinstance(value, dict | list | tuple) and not _needs_cleaning(value):
@@ -55,10 +59,10 @@ def storable_json(value: Any) -> Any:
 
 
 def _needs_cleaning(value: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> bool:
-    """True unless :func:`_cleaned_json` would return an equal value of the same types.
+    r"""True unless :func:`_cleaned_json` would return an equal value of the same types.
 
     Serialises ``value`` once with ``allow_nan=False`` (a non-finite float raises) and no ASCII
-    escaping (NUL is still written ``\\u0000``, a lone surrogate stays and fails UTF-8), then
+    escaping (NUL is still written ``\u0000``, a lone surrogate stays and fails UTF-8), then
     parses the text back: a parse equal to ``value`` has only string keys and no tuples
     (``[1] != (1,)``, ``{"1": 0} != {1: 0}``). Anything else JSON cannot write (datetimes,
     cycles) is left to the walk.
@@ -91,8 +95,11 @@ def _cleaned_json(value: Any) -> Any:
 
 
 def storable(value: Any) -> Any:
-    """Returns: a column value PostgreSQL accepts (see :func:`storable_json`; integers outside
-    the 32-bit ``integer`` range become None; other scalars unchanged)."""
+    """Returns: a column value PostgreSQL accepts.
+
+    See :func:`storable_json`; integers outside the 32-bit ``integer`` range become None;
+    other scalars are unchanged.
+    """
     if isinstance(value, str | dict | list | tuple):
         return storable_json(value)
     if isinstance(value, int) and not isinstance(value, bool):
@@ -135,7 +142,9 @@ backslashes before the same bytes)."""
 
 
 def storable_as_parsed(raw: bytes) -> bool:
-    """Returns: True when every value parsed from the JSON text ``raw`` (an NDJSON line), and
-    from JSON nested in its strings, is storable as it is (no text or JSON cleaning needed;
-    see :data:`_UNSTORABLE_IN_TEXT`). False may be a false alarm: the caller then cleans."""
+    """Returns: True when every value parsed from the JSON text ``raw`` (an NDJSON line).
+
+    And from JSON nested in its strings, is storable as it is (no text or JSON cleaning needed;
+    see :data:`_UNSTORABLE_IN_TEXT`). False may be a false alarm: the caller then cleans.
+    """
     return _UNSTORABLE_IN_TEXT.search(raw) is None

@@ -207,8 +207,10 @@ class ArchiveRejectedError(PermanentError):
 
 
 class ArchiveSchemaError(PermanentError):
-    """The archive's schema, tables or columns are missing or differ from what the code expects
-    (run ``chatscribe db upgrade``), or the database user may not use them.
+    """The archive's schema.
+
+    Tables or columns are missing or differ from what the code expects (run ``chatscribe db
+    upgrade``), or the database user may not use them.
 
     Attributes:
         sqlstate: PostgreSQL's SQLSTATE code, when known (``42P01`` ...).

@@ -1,5 +1,6 @@
-"""The Chat API over HTTP (starlette): routes, request bodies, streaming, the embed page,
-OpenAPI.
+"""The Chat API over HTTP (starlette).
+
+Routes, request bodies, streaming, the embed page, OpenAPI.
 """
 
 from __future__ import annotations

@@ -108,9 +108,11 @@ def openapi_document(settings: ChatApiSettings) -> dict[str, Any]:
 
 
 def _identity_rules(schemas: dict[str, Any], *, declared_attributes: tuple[str, ...]) -> None:
-    """Writes the identity rules the models check in code into the schemas (interface,
-    "Session settings"): the forms of externalId and email, either externalId or internalId,
-    nothing but the id with internalId, and only declared attribute names."""
+    """Writes the identity rules the models check in code into the schemas.
+
+    Interface, "Session settings": the forms of externalId and email, either externalId or
+    internalId, nothing but the id with internalId, and only declared attribute names.
+    """
     for name in ("SessionSettings", "GenerateSessionRequest"):
         properties = schemas[name]["properties"]
         properties["externalId"] = {"type": "string", "minLength": 1, "pattern": EXTERNAL_ID}

@@ -1,5 +1,6 @@
-"""The deterministic reader of questions: vocabulary, reading, query specs, follow-ups, plans and
-answer texts.
+"""The deterministic reader of questions.
+
+Vocabulary, reading, query specs, follow-ups, plans and answer texts.
 """
 
 from __future__ import annotations

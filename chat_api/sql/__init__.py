@@ -1,5 +1,7 @@
-"""Semantic SQL: the guard, the compiler with access policies (row-level security), the DuckDB
-warehouse that runs it.
+"""Semantic SQL.
+
+The guard, the compiler with access policies (row-level security), the DuckDB warehouse that runs
+it.
 """
 
 from __future__ import annotations

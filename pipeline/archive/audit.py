@@ -20,8 +20,11 @@ import sqlalchemy as sa
 
 @dataclass(frozen=True)
 class AuditFilter:
-    """Which jobs to report: asked in ``[since, until)``, by ``user`` (owner key such as
-    ``external:analyst-1``, or a bare externalId/internalId), touching ``view``."""
+    """Which jobs to report.
+
+    Asked in ``[since, until)``, by ``user`` (owner key such as ``external:analyst-1``, or a
+    bare externalId/internalId), touching ``view``.
+    """
 
     since: datetime | None = None
     until: datetime | None = None

@@ -229,7 +229,8 @@ def verify(
 
     Args:
         conn: Any connection (read only).
-        run_id, job_id: Scope (both None: the whole archive).
+        run_id: Only this run's attempts (with ``job_id`` None too: the whole archive).
+        job_id: Only this job's attempts.
 
     Returns:
         The report; a problem per changed row, broken link or missing line.

@@ -110,8 +110,10 @@ def normalise_ready(
 def ready(
     conn: sa.Connection, pairs: Sequence[JobAttempt], *, force: bool = False
 ) -> list[tuple[str, int, int]]:
-    """Returns: ``(job_id, attempt, line_count)`` of the ready attempts among ``pairs``, sorted;
-    with several terminal events for one attempt, the largest ``line_count`` counts."""
+    """Returns: ``(job_id, attempt, line_count)`` of the ready attempts among ``pairs``, sorted.
+
+    With several terminal events for one attempt, the largest ``line_count`` counts.
+    """
     e, lines = job_events, stream_lines
     stored = (
         sa.select(sa.func.count())
@@ -139,8 +141,10 @@ def read_lines(
     targets: Sequence[tuple[str, int, int]],
     known: Mapping[LineKey, LineEnvelope],
 ) -> dict[JobAttempt, list[LineEnvelope]]:
-    """Returns: lines ``1..line_count`` of each target attempt as stored, by (job, attempt);
-    each parsed from ``raw`` unless ``known`` holds the same bytes already parsed."""
+    """Returns: lines ``1..line_count`` of each target attempt as stored, by (job, attempt).
+
+    Each parsed from ``raw`` unless ``known`` holds the same bytes already parsed.
+    """
     c = stream_lines.c
     limits = {(job_id, attempt): n for job_id, attempt, n in targets}
     out: dict[JobAttempt, list[LineEnvelope]] = defaultdict(list)

@@ -104,8 +104,10 @@ class RunDiff:
         return any(case.regressed for case in self.cases)
 
     def to_json(self) -> dict[str, Any]:
-        """Returns: ``{"run_a", "run_b", "summary", "regressed", "cases"}`` (``same`` cases
-        without their detail)."""
+        """Returns: ``{"run_a", "run_b", "summary", "regressed", "cases"}``.
+
+        ``same`` cases come without their detail.
+        """
         cases = []
         for case in self.cases:
             out = asdict(case)

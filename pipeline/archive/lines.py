@@ -1,4 +1,4 @@
-"""Archive writes for raw lines: ``COPY``, or ``COPY`` into a staging table and an upsert.
+r"""Archive writes for raw lines: ``COPY``, or ``COPY`` into a staging table and an upsert.
 
 A database module used by :class:`pipeline.archive.writer.ArchiveWriter` inside its transaction.
 A batch is first ``COPY``ed straight into ``stream_lines`` under a savepoint: when every line
@@ -14,7 +14,7 @@ keep well under half. The staging table is created once per database session
 byte for byte, whatever it holds.
 
 ``payload`` is the line's JSON text cast to ``jsonb`` inside PostgreSQL. A line Python parses
-but ``jsonb`` refuses (``\\u0000``, a lone surrogate, ``NaN``, a number out of range) would fail
+but ``jsonb`` refuses (``\u0000``, a lone surrogate, ``NaN``, a number out of range) would fail
 the cast; then the insert is redone under a savepoint through ``try_jsonb`` (migration 0001),
 and such lines keep ``payload`` NULL with the reason in ``parse_error``.
 
@@ -135,11 +135,13 @@ def write_lines(
 
 
 def _copy_direct(conn: sa.Connection, rows: Iterable[Row]) -> int | None:
-    """``COPY``s the rows straight into ``stream_lines`` under a savepoint: the common case
-    (every line new, every payload one ``jsonb`` accepts) without the staging table's second
-    write. Returns: the rows written, or None when PostgreSQL refused the ``COPY`` (a line
-    already there or twice in the batch, a payload ``jsonb`` refuses); the savepoint is then
-    rolled back and the caller takes the staging path."""
+    """``COPY``s the rows straight into ``stream_lines`` under a savepoint.
+
+    The common case (every line new, every payload one ``jsonb`` accepts) without the staging
+    table's second write. Returns: the rows written, or None when PostgreSQL refused the
+    ``COPY`` (a line already there or twice in the batch, a payload ``jsonb`` refuses); the
+    savepoint is then rolled back and the caller takes the staging path.
+    """
     statement = f"COPY stream_lines ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
     written = 0
     try:
@@ -181,10 +183,12 @@ def staged_row(
     redactor: Redactor | None = None,
     digest: bytes | None = None,
 ) -> Row:
-    """Returns: the staging row of a line; text cleaned (:func:`models.archive.storable_text`),
-    ``payload`` the line's JSON text when it parsed and holds no ``\\u0000``, else None;
-    ``raw_sha256`` of the line as received (``digest`` when already computed); ``raw``
-    redacted when ``redactor`` matches."""
+    r"""Returns: the staging row of a line.
+
+    Text cleaned (:func:`models.archive.storable_text`), ``payload`` the line's JSON text when
+    it parsed and holds no ``\u0000``, else None; ``raw_sha256`` of the line as received
+    (``digest`` when already computed); ``raw`` redacted when ``redactor`` matches.
+    """
     digest = digest if digest is not None else chain.raw_sha256(line.raw)
     redaction, redacted_at = None, None
     if redactor:

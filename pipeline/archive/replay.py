@@ -1,8 +1,8 @@
-"""Replay: a job's NDJSON exactly as received, from the archive's raw lines.
+r"""Replay: a job's NDJSON exactly as received, from the archive's raw lines.
 
 A database module (SQLAlchemy). ``stream_lines.raw`` holds each line's bytes as received
-(without its ``\\n``; ``terminated`` says whether one followed), so writing the lines of an
-attempt in ``line_no`` order, each followed by ``\\n`` when it was terminated, gives back the
+(without its ``\n``; ``terminated`` says whether one followed), so writing the lines of an
+attempt in ``line_no`` order, each followed by ``\n`` when it was terminated, gives back the
 stream byte for byte (design.md, "Flow": replay is a byte copy). ``--sorted`` orders the lines
 by their ``sort`` member instead (field notes, "Merging lines into messages": order by ``sort``
 when lines arrive out of order); a line without ``sort`` stays behind every line the stream
@@ -34,7 +34,7 @@ class StoredLine:
     redaction: str | None
 
     def wire_bytes(self) -> bytes:
-        """Returns: the line as it came off the wire: ``raw`` plus ``\\n`` when terminated."""
+        r"""Returns: the line as it came off the wire: ``raw`` plus ``\n`` when terminated."""
         return self.raw + b"\n" if self.terminated else self.raw
 
 
@@ -92,9 +92,11 @@ def read_attempt(
 
 
 def by_sort(lines: Sequence[StoredLine]) -> list[StoredLine]:
-    """Returns: ``lines`` ordered by ``sort`` (stable); a line without ``sort`` (``__usage__``,
-    error lines) takes the highest ``sort`` received before it, so it stays behind everything
-    the stream had reached when it arrived."""
+    """Returns: ``lines`` ordered by ``sort`` (stable).
+
+    A line without ``sort`` (``__usage__``, error lines) takes the highest ``sort`` received
+    before it, so it stays behind everything the stream had reached when it arrived.
+    """
     keyed = []
     reached = float("-inf")
     for line in lines:

@@ -1,4 +1,4 @@
-"""``chatscribe retention apply``: delete or redact content after N days, by identity.
+r"""``chatscribe retention apply``: delete or redact content after N days, by identity.
 
 A database module (SQLAlchemy). A policy file (YAML)::
 
@@ -10,7 +10,7 @@ A database module (SQLAlchemy). A policy file (YAML)::
         action: redact           # apply the redaction rules below
     redaction:                   # default: CHATSCRIBE_REDACT_DETECTORS / _PATTERNS
       detectors: [email, phone]
-      patterns: ['ACME-\\d+']
+      patterns: ['ACME-\d+']
 
 A job is due when it finished (else was last updated) more than ``afterDays`` days before
 ``now``. What each action does to a due job's last and earlier attempts:

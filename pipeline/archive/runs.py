@@ -1,5 +1,7 @@
-"""Runs in the archive: record a run, follow its progress, read its results, its questions
-again (``chatscribe rerun``) and its unfinished jobs (``chatscribe runs cancel``).
+"""Runs in the archive.
+
+Record a run, follow its progress, read its results, its questions again (``chatscribe rerun``) and
+its unfinished jobs (``chatscribe runs cancel``).
 
 A database module (SQLAlchemy): :mod:`pipeline.runs` calls these functions with the engine of
 :func:`pipeline.archive.engine.create_engine` and never touches SQLAlchemy itself. The tables
@@ -138,7 +140,12 @@ def record_run(
 
     Args:
         engine: The archive's engine.
-        run_id, name, source_file, chat_url, job_count, created_by: The run as submitted.
+        run_id: The run's id.
+        name: The questions file's name for the run, if any.
+        source_file: The questions file's path (None for a rerun).
+        chat_url: The Chat API URL of every job, when they share one.
+        job_count: Jobs submitted.
+        created_by: The user who submitted the run.
         options: Submission options (JSON object, stored as ``jsonb``).
         rerun_of: The run this one asks again (``chatscribe rerun``), or None.
     """
@@ -266,8 +273,10 @@ ORDER BY j.submitted_at, j.job_id
 
 
 def past_questions(engine: Engine, *, run_id: str) -> list[PastQuestion]:
-    """Returns: the run's jobs that have a question and an identity, in submission order
-    (empty when the run is unknown)."""
+    """Returns: the run's jobs that have a question and an identity.
+
+    In submission order (empty when the run is unknown).
+    """
     with engine.connect() as connection:
         rows = connection.execute(text(_PAST_QUESTIONS), {"run_id": run_id}).all()
     return [PastQuestion(**row._asdict()) for row in rows]

@@ -1,5 +1,6 @@
-"""The ``chatscribe`` command line (typer): one module per command group, the demo, child
-processes.
+"""The ``chatscribe`` command line (typer).
+
+One module per command group, the demo, child processes.
 """
 
 from __future__ import annotations

@@ -184,7 +184,7 @@ def _detail(stored: StoredDeadLetter) -> dict[str, Any]:
 
 
 def _text(value: bytes | None) -> str:
-    """Returns: ``value`` as text, undecodable bytes as ``\\xNN`` escapes."""
+    r"""Returns: ``value`` as text, undecodable bytes as ``\xNN`` escapes."""
     if value is None:
         return "-"
     return value.decode("utf-8", errors="backslashreplace")

@@ -58,8 +58,10 @@ DeadRecord = tuple[Record, "InvalidJobError | InvalidRecordError"]
 
 
 async def send_dead_letters(producer: Any, topic: str, dead: Sequence[DeadRecord]) -> None:
-    """The one dead-letter writer: the worker's unreadable jobs and the sink's unarchivable
-    records alike. Produces each record to ``topic`` and waits for every acknowledgement.
+    """The one dead-letter writer.
+
+    The worker's unreadable jobs and the sink's unarchivable records alike. Produces each record
+    to ``topic`` and waits for every acknowledgement.
 
     One rule set (design.md, "Flow"): a dead letter keeps the original key, value (bytes
     unchanged) and headers, and adds the :class:`models.records.DeadLetter` headers: the
@@ -220,8 +222,9 @@ async def read_dead_letter(settings: Settings, ref: DeadLetterRef) -> StoredDead
 
 
 async def replay(settings: Settings, letters: Sequence[StoredDeadLetter]) -> list[str]:
-    """Re-submits each dead letter's original record (key, value, original headers) to its
-    source topic and waits for Kafka's acknowledgements.
+    """Re-submits each dead letter's original record to its source topic.
+
+    Key, value and original headers; waits for Kafka's acknowledgements.
 
     Replaying is safe to repeat on the archive side: lines and events are stored idempotently
     on their business keys (job, attempt, line number), so a replayed record that was already

@@ -47,9 +47,10 @@ def records_behind(end_offset: int, next_offset: int) -> int:
 
 
 async def assigned_lag(consumer: Any) -> list[tuple[str, int, int]] | None:
-    """Returns: ``(topic, partition, lag in records)`` of every partition assigned to
-    ``consumer``, or None when not known (no fetch yet, or rebalancing). The position counts a
-    batch fetched ahead as consumed.
+    """Returns: ``(topic, partition, lag in records)`` of every partition of ``consumer``.
+
+    None when not known (no fetch yet, or rebalancing). The position counts a batch fetched
+    ahead as consumed.
 
     Args:
         consumer: A started, subscribed ``AIOKafkaConsumer`` (the sink's).

@@ -1,5 +1,6 @@
-"""Human-readable reports (rich tables, CSV, JSON, HTML) over what :mod:`pipeline.archive`
-returns.
+"""Human-readable reports over what :mod:`pipeline.archive` returns.
+
+Rich tables, CSV, JSON and HTML.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Batch runs: questions files, submitting jobs, waiting for a run, reruns, cancelling a run,
-execution accuracy.
+"""Batch runs.
+
+Questions files, submitting jobs, waiting for a run, reruns, cancelling a run, execution accuracy.
 """
 
 from __future__ import annotations

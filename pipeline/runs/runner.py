@@ -90,8 +90,9 @@ async def run_questions_file(
     show_progress: bool = True,
     check_alive: Callable[[], None] | None = None,
 ) -> RunOutcome:
-    """Submits a questions file as a run and waits for it (:func:`submit_questions_file`, then
-    :func:`wait_for_run`).
+    """Submits a questions file as a run and waits for it.
+
+    :func:`submit_questions_file`, then :func:`wait_for_run`.
 
     Args:
         settings: Pipeline settings (Kafka, PostgreSQL, default chat URL).
@@ -207,8 +208,10 @@ async def wait_for_run(
 
 
 def _elapsed(run: RunInfo, waited_from: float) -> float:
-    """Returns: seconds from the run's creation to now (the wait's own time if the clocks
-    of this machine and PostgreSQL disagree)."""
+    """Returns: seconds from the run's creation to now.
+
+    The wait's own time if the clocks of this machine and PostgreSQL disagree.
+    """
     since_created = (datetime.now(UTC) - run.created_at).total_seconds()
     return since_created if since_created >= 0 else time.monotonic() - waited_from
 

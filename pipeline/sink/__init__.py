@@ -1,5 +1,6 @@
-"""The sink: a batched Kafka consumer that writes lines and events into the archive, commits
-offsets after the database commit, and publishes compact answer records.
+"""The sink: a batched Kafka consumer that writes lines and events into the archive.
+
+Commits offsets after the database commit, and publishes compact answer records.
 """
 
 from __future__ import annotations

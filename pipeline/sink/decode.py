@@ -51,7 +51,8 @@ def decode_batch(
 
     Args:
         records: aiokafka ``ConsumerRecord`` objects of both topics.
-        lines_topic, events_topic: The full (prefixed) topic names.
+        lines_topic: The full (prefixed) ``chat.lines`` topic name.
+        events_topic: The full (prefixed) ``chat.job-events`` topic name.
 
     Returns:
         ``(decoded, dead)``: the decoded records and the rejected ones, each with an

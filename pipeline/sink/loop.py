@@ -135,8 +135,10 @@ class Sink:
         return self._stats
 
     def assigned(self) -> set[tuple[str, int]]:
-        """Returns: the ``(topic, partition)`` pairs the group gave this sink (empty before its
-        first fetch and during a rebalance)."""
+        """Returns: the ``(topic, partition)`` pairs the group gave this sink.
+
+        Empty before its first fetch and during a rebalance.
+        """
         if self._consumer is None:
             return set()
         return {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
@@ -208,9 +210,10 @@ class Sink:
                 await self.run_once()  # the batch fetched ahead (none is fetched when stopping)
 
     async def run_once(self, *, commit: bool = True) -> BatchReport:
-        """Takes one batch (fetched ahead, or fetched now), starts fetching the next one
-        (:mod:`pipeline.sink.prefetch`), archives the batch and (unless ``commit=False``)
-        commits its offsets.
+        """Archives one batch and (unless ``commit=False``) commits its offsets.
+
+        The batch is the one fetched ahead, or one fetched now; fetching the next one starts
+        meanwhile (:mod:`pipeline.sink.prefetch`).
 
         Args:
             commit: False leaves the offsets uncommitted, as a sink killed after the database
@@ -373,8 +376,9 @@ class Sink:
 
 
 def run_sink(settings: Settings) -> None:
-    """Runs a sink until SIGTERM or SIGINT (blocking); the batch in progress is finished and
-    committed before it returns.
+    """Runs a sink until SIGTERM or SIGINT (blocking).
+
+    The batch in progress is finished and committed before it returns.
 
     Raises:
         PermanentError: A failure no retry can fix.

@@ -132,6 +132,7 @@ class SinkStats:
         self._lines_since = 0
 
     def add(self, report: _Report) -> None:
+        """Counts one batch's report."""
         self.batches += 1
         self.lines += report.lines
         self.events += report.events
@@ -139,9 +140,11 @@ class SinkStats:
         self._lines_since += report.lines
 
     def summary_due(self) -> bool:
+        """Returns: True once ``SUMMARY_EVERY_S`` passed since the last summary."""
         return time.monotonic() - self._since >= SUMMARY_EVERY_S
 
     def log_summary(self, lag: int | None) -> None:
+        """Logs the ``sink progress`` line (rate since the last one, totals, lag) and restarts."""
         elapsed = max(time.monotonic() - self._since, 1e-9)
         logger.info(
             "sink progress lines_per_s=%.0f batches=%d lines=%d events=%d dead_lettered=%d lag=%s",

@@ -120,7 +120,9 @@ def tool_call_row(job_id: str, attempt: int, message_id: str, call: ToolCall) ->
     """Maps a merged ``toolCall`` to its row.
 
     Args:
-        job_id, attempt, message_id: The row's key.
+        job_id: The row's job.
+        attempt: The row's attempt.
+        message_id: The tool call's message id.
         call: The tool call with the latest ``name``, ``input`` and ``result`` sent.
 
     Returns:
@@ -167,8 +169,11 @@ def parse_payload(
 
 
 def _unnest_member(value: Any) -> Any:
-    """:func:`unnest` of a payload's member, skipped when its JSON text has no candidate (a
-    result's ``data`` rows are most of it, a ``vegaSpec`` string beside them is the match)."""
+    """:func:`unnest` of a payload's member.
+
+    Skipped when its JSON text has no candidate (a result's ``data`` rows are most of it, a
+    ``vegaSpec`` string beside them is the match).
+    """
     if isinstance(value, dict | list) and not _NESTED_JSON.search(
         json.dumps(value, ensure_ascii=False)
     ):
@@ -242,9 +247,12 @@ def sql_query_row(call: ToolCallRow) -> SqlQueryRow:
 
 
 def _object_schema(rows: list[Any] | None, got: dict[str, Any]) -> list[Any] | None:
-    """The older payload's rows are objects: their keys (first row's order) become the schema,
-    with the type from ``annotation`` (``{"measures"|"dimensions": {name: {"type"}}}``) when
-    given (field notes, "Tool names and payloads")."""
+    """The older payload's rows are objects.
+
+    Their keys (first row's order) become the schema, with the type from ``annotation``
+    (``{"measures"|"dimensions": {name: {"type"}}}``) when given (field notes, "Tool names and
+    payloads").
+    """
     if not rows or not all(isinstance(row, dict) for row in rows):
         return None
     annotation = got.get(ANNOTATION)

@@ -159,8 +159,10 @@ class JobHistory:
         self._indexes.clear()
 
     def partition_of(self, job_id: str) -> int:
-        """Returns: the ``chat.job-events`` partition of the job's records (murmur2 of the key,
-        as the Java client and aiokafka's default partitioner compute it)."""
+        """Returns: the ``chat.job-events`` partition of the job's records.
+
+        murmur2 of the key, as the Java client and aiokafka's default partitioner compute it.
+        """
         index = (int(murmur2(job_id.encode())) & 0x7FFFFFFF) % len(self._partitions)
         return self._partitions[index]
 

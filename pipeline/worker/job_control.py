@@ -66,8 +66,10 @@ class RetryPolicy:
     max_s: float = 5.0
 
     def retrying(self) -> AsyncRetrying:
-        """Returns: a tenacity controller retrying :class:`TransientError` by this policy,
-        counting each retry in ``chatscribe_worker_stream_retries_total``."""
+        """Returns: a tenacity controller retrying :class:`TransientError` by this policy.
+
+        Counting each retry in ``chatscribe_worker_stream_retries_total``.
+        """
         return AsyncRetrying(
             stop=stop_after_attempt(self.attempts),
             wait=wait_exponential_jitter(

@@ -97,8 +97,10 @@ async def _lines(data: bytes) -> AsyncIterator[bytes]:
 
 
 def changed_model(root: Path) -> Path:
-    """Copies the main data model to ``root/main`` with ``avg_arr_delay`` averaging departure
-    delays instead of arrival delays; returns the folder."""
+    """Copies the main data model to ``root/main`` with one measure changed; returns the folder.
+
+    ``avg_arr_delay`` averages departure delays instead of arrival delays.
+    """
     target = root / "main"
     shutil.copytree(MODEL_DIR, target)
     flights = target / "flights.yml"

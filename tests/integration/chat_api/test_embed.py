@@ -1,6 +1,7 @@
-"""The embed page in real headless Chromium: charts drawn by vega-embed from each result's
-``vegaSpec`` and rows, opened with a session id (never the API key); a reused, expired or
-foreign session is refused.
+"""The embed page in real headless Chromium.
+
+Charts drawn by vega-embed from each result's ``vegaSpec`` and rows, opened with a session id (never
+the API key); a reused, expired or foreign session is refused.
 
 Chromium comes from Debian's packages (``ops/chromium.sh install``, run by ``make test``); a
 missing browser fails these tests, it never skips them. ``--dump-dom`` with a virtual time

@@ -1,5 +1,7 @@
-"""The Chat API's state on the real PostgreSQL (``CHATSCRIBE_API_DATABASE_URL`` by URL): the
-stores work there as on SQLite, and a restarted server continues a thread from it."""
+"""The Chat API's state on the real PostgreSQL (``CHATSCRIBE_API_DATABASE_URL`` by URL).
+
+The stores work there as on SQLite, and a restarted server continues a thread from it.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""Turns over HTTP: state without input, resubscription by messageId, 409s, abort rules,
-development vs production mode, and an error line after the stream started."""
+"""Turns over HTTP.
+
+State without input, resubscription by messageId, 409s, abort rules, development vs production mode,
+and an error line after the stream started.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""Users over HTTP: ephemeral TTL, persisted users, the external user limit, declared
-attributes, internal users (configured or added by the admin command), and a restart."""
+"""Users over HTTP.
+
+Ephemeral TTL, persisted users, the external user limit, declared attributes, internal users
+(configured or added by the admin command), and a restart.
+"""
 
 from __future__ import annotations
 

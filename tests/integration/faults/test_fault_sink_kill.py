@@ -69,8 +69,9 @@ def _unfinished_job(engine: sa.Engine, schema: str) -> str | None:
 async def _kill_inside_a_transaction(
     stack: SinkFaultStack, engine: sa.Engine, pg_conninfo: str, schema: str
 ) -> bool:
-    """Holds one unfinished job's advisory lock until a sink's batch transaction waits on it,
-    then SIGKILLs that sink: it dies with its batch fetched, written in part and uncommitted.
+    """Holds one unfinished job's advisory lock until a sink's batch transaction waits on it.
+
+    Then SIGKILLs that sink: it dies with its batch fetched, written in part and uncommitted.
 
     Returns: False when no job was left unfinished to hold.
     """

@@ -1,5 +1,8 @@
-"""The two ways lines reach stream_lines (direct COPY, staging + ON CONFLICT) store the same rows,
-against a real PostgreSQL in a fresh schema per test."""
+"""The two ways lines reach stream_lines store the same rows.
+
+Direct COPY, and staging + ON CONFLICT, against a real PostgreSQL in a fresh schema per
+test.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Derived rows written with COPY (pipeline.archive.derived) against real PostgreSQL: values
-round-trip, and a refused attempt is skipped while the rest of the batch is normalised."""
+"""Derived rows written with COPY (pipeline.archive.derived) against real PostgreSQL.
+
+Values round-trip, and a refused attempt is skipped while the rest of the batch is normalised.
+"""
 
 from __future__ import annotations
 

@@ -64,8 +64,10 @@ async def _until(condition: Callable[[], bool], what: str) -> None:
 
 
 async def _seed(settings: Settings) -> bytes:
-    """Produces a job with line 5 held back in chat.lines.dlq (as if dead-lettered while the
-    archive could not take it), a record the sink must dead-letter, and a dead job.
+    """Produces a job with line 5 held back in chat.lines.dlq, and two bad records.
+
+    Line 5 is as if dead-lettered while the archive could not take it; the others are a
+    record the sink must dead-letter and a dead job.
 
     Returns: the held-back line's raw bytes.
     """

@@ -1,5 +1,7 @@
-"""The sink's fetch ahead (pipeline.sink.prefetch) against real Kafka and PostgreSQL: a failed
-write rewinds the batch fetched ahead too, a rebalance drops what it took, nothing is lost."""
+"""The sink's fetch ahead (pipeline.sink.prefetch) against real Kafka and PostgreSQL.
+
+A failed write rewinds the batch fetched ahead too, a rebalance drops what it took, nothing is lost.
+"""
 
 from __future__ import annotations
 
@@ -74,8 +76,10 @@ async def produced(settings: Settings) -> list[LineEnvelope]:
 
 
 class _SlowFailingWriter(ArchiveWriter):
-    """Its first ``failures`` writes take a while (so the next batch is fetched ahead
-    meanwhile) and then fail as if PostgreSQL were down."""
+    """Its first ``failures`` writes take a while, then fail as if PostgreSQL were down.
+
+    The wait lets the next batch be fetched ahead meanwhile.
+    """
 
     def __init__(self, engine: sa.Engine, failures: int) -> None:
         super().__init__(engine)

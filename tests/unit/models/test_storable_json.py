@@ -156,8 +156,11 @@ _JSON = st.recursive(
 @given(_JSON, st.booleans())
 @settings(max_examples=400, deadline=None)
 def test_a_line_storable_as_parsed_needs_no_cleaning(value: Any, nest: bool) -> None:
-    """What :func:`storable_as_parsed` passes, parsed (and its nested JSON strings parsed),
-    is what :func:`storable_json` would return unchanged: the fast path loses nothing."""
+    """What :func:`storable_as_parsed` passes.
+
+    Parsed (and its nested JSON strings parsed), is what :func:`storable_json` would return
+    unchanged: the fast path loses nothing.
+    """
     from models.archive import storable_as_parsed
 
     inner = json.dumps(value, ensure_ascii=False)
