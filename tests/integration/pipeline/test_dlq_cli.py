@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sink_records_support import job_records, produce_records, running_sinks, wait_for
-from stack_support import migrated_settings
 from typer.testing import CliRunner
 
 from models import wire
@@ -20,6 +18,13 @@ from pipeline.cli.dlq import hexdump
 from pipeline.kafka.clients import create_producer, ensure_topics
 from pipeline.settings import Settings
 from pipeline.sink.loop import Sink
+from tests.integration.pipeline.sink_records_support import (
+    job_records,
+    produce_records,
+    running_sinks,
+    wait_for,
+)
+from tests.stack_support import migrated_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

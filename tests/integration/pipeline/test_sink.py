@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from aiokafka import TopicPartition
-from stack_support import migrated_settings
 
 from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
@@ -30,6 +29,7 @@ from pipeline.kafka.clients import (
 )
 from pipeline.settings import Settings
 from pipeline.sink.loop import BatchReport, Sink
+from tests.stack_support import migrated_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from aiokafka import TopicPartition
-from stack_support import migrated_settings
 
 from models import wire
 from models.records import JobEvent, LineEnvelope
@@ -24,6 +23,7 @@ from pipeline.kafka.clients import create_consumer, create_producer, ensure_topi
 from pipeline.settings import Settings
 from pipeline.sink.loop import BatchReport, Sink
 from pipeline.sink.prefetch import Fetched, Prefetcher, fetch
+from tests.stack_support import migrated_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
