@@ -128,23 +128,41 @@ def _storable_int(value: Any) -> Any:
     return value
 
 
-_UNSTORABLE_IN_TEXT: Final = re.compile(
-    rb"\\u0000|\\u[dD][89a-fA-F]|NaN|Infinity|[:,\[\snrt]-?\d+(?:\.\d*)?[eE][+-]?\d{3,}"
-)
-"""In a JSON text: what could decode to a value PostgreSQL refuses in ``text``/``jsonb``: an
-escaped NUL, a surrogate escape (a lone one cannot be stored; paired ones are flagged too, to
-keep the test a plain search), ``NaN``/``Infinity`` and numbers with a three-digit exponent
-(those overflow a float to infinity), where a number can start (after ``:``, ``,``, ``[``,
-whitespace, or an escaped ``\\n``/``\\r``/``\\t`` of nested JSON; an id like ``5e123`` is no
-number). Raw control characters cannot occur in valid JSON strings and valid UTF-8 holds no
-surrogates. The marks match at any depth of JSON nested in strings (a nested escape adds
-backslashes before the same bytes)."""
+_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
+_EXPONENT: Final = re.compile(rb"[eE][+-]?\d{3}")
+_NUMBER_BYTES: Final = frozenset(b"0123456789.+-")
+_NUMBER_STARTS: Final = frozenset(b":,[ \n\r\tnrt")
+"""Bytes a JSON number can follow: ``:``, ``,``, ``[``, whitespace, or the ``n``/``r``/``t`` of
+an escaped whitespace in JSON nested in a string."""
 
 
 def storable_as_parsed(raw: bytes) -> bool:
-    """Returns: True when every value parsed from the JSON text ``raw`` (an NDJSON line).
+    """Says whether what parses from the JSON text ``raw`` can be stored without cleaning.
 
-    And from JSON nested in its strings, is storable as it is (no text or JSON cleaning needed;
-    see :data:`_UNSTORABLE_IN_TEXT`). False may be a false alarm: the caller then cleans.
+    ``raw`` is an NDJSON line; the values that matter are those parsed from it and from JSON
+    nested in its strings (a nested escape adds backslashes before the same bytes, so the
+    marks below match at any depth). PostgreSQL's ``text``/``jsonb`` refuse what these decode
+    to: an escaped NUL, a surrogate escape (lone ones cannot be stored; paired ones are flagged
+    too, to keep the test a search), ``NaN``/``Infinity``, and numbers with a three-digit
+    exponent where a number can start (they may overflow a float to infinity; an id such as
+    ``5e123`` is no number). Raw control characters cannot occur in valid JSON strings and
+    valid UTF-8 holds no surrogates.
+
+    Returns:
+        True when no such mark is found. False may be a false alarm: the caller then cleans.
     """
-    return _UNSTORABLE_IN_TEXT.search(raw) is None
+    if b"\\u0000" in raw or b"NaN" in raw or b"Infinity" in raw:
+        return False
+    if (b"\\ud" in raw or b"\\uD" in raw) and _SURROGATE_ESCAPE.search(raw):
+        return False
+    return not any(_starts_a_number(raw, m.start()) for m in _EXPONENT.finditer(raw))
+
+
+def _starts_a_number(raw: bytes, exponent_at: int) -> bool:
+    """True when the exponent at ``exponent_at`` ends a digit run that a number can start."""
+    at = exponent_at - 1
+    if at < 0 or raw[at] not in b"0123456789":
+        return False
+    while at >= 0 and raw[at] in _NUMBER_BYTES:
+        at -= 1
+    return at < 0 or raw[at] in _NUMBER_STARTS

@@ -225,20 +225,14 @@ class LineEnvelope(BaseModel):
             raise LineRecordError("record has no key (job id)", header="key")
         found = {name: val for name, val in headers}
         chat_id = found.get(wire.HEADER_CHAT_ID)
-        raw = value or b""
-        message, error = parse_line(raw)  # the one parse of the line in the sink
-        # Every field is checked above (headers) or built here, so pydantic's validation of
-        # the envelope would only repeat it (a third of the decode time, bench ``sink``).
-        return cls.model_construct(
+        return cls.from_raw(  # the one parse of the line in the sink
             job_id=key.decode("utf-8", errors="strict"),
             attempt=_int_header(found, wire.HEADER_ATTEMPT),
             line_no=_int_header(found, wire.HEADER_LINE_NO),
+            raw=value or b"",
             received_at=_time_header(found, wire.HEADER_RECEIVED_AT),
-            raw=raw,
             terminated=found.get(wire.HEADER_TERMINATED, b"1") != b"0",
             chat_id=chat_id.decode() if chat_id else None,
-            message=message,
-            parse_error=error,
         )
 
 

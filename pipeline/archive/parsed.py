@@ -19,7 +19,7 @@ from models.records import LineEnvelope
 LineKey = tuple[str, int, int]
 JobAttempt = tuple[str, int]
 
-MAX_PARSED_BYTES: Final = 64 * 1024 * 1024
+MAX_PARSED_BYTES: Final = 32 * 1024 * 1024
 """Raw bytes of parsed lines kept across batches (their parsed form takes a few times more)."""
 
 
