@@ -1,9 +1,9 @@
 """The PostgreSQL archive's tables (SQLAlchemy Core).
 
 Part of the only package that imports SQLAlchemy (with the migrations). The tables carry no
-schema; the
-writer applies ``settings.database_schema`` at run time with
-``schema_translate_map={None: schema}``, so tests can use a fresh schema each. The migration
+schema: every archive connection has ``settings.database_schema`` as its ``search_path``
+(:func:`pipeline.archive.engine.create_engine`), so tests can use a fresh schema each. The
+migration
 (``migrations/versions/0001_archive.py``) creates the same tables explicitly; a test checks
 that the two agree.
 

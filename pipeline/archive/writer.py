@@ -1,8 +1,9 @@
-"""The PostgreSQL archive writer: engine, migrations and one transaction per sink batch.
+"""The PostgreSQL archive writer: one transaction per sink batch.
 
 A database module (SQLAlchemy 2 Core, psycopg 3). SQLAlchemy owns the engine and the
 transaction; the line path reaches psycopg's ``cursor.copy()`` through the SQLAlchemy
-connection. Database errors are translated here, once:
+connection. Database errors are translated once, by
+:func:`pipeline.archive.engine.translate_errors`:
 
 * connection refused, server restarting, deadlock, serialization failure →
   :class:`~pipeline.errors.ArchiveUnavailableError` (transient: retry the whole batch);
