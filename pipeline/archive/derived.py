@@ -17,11 +17,13 @@ savepoint so that only the attempt at fault is left unnormalised (and logged).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
+import orjson
 import psycopg
 import sqlalchemy as sa
 from psycopg.types.json import Jsonb
@@ -273,10 +275,27 @@ def _insert(
         for row in stored:
             copy.write_row(
                 [
-                    Jsonb(row[c]) if c in json_columns and row[c] is not None else row.get(c)
+                    Jsonb(row[c], dumps=jsonb_text)
+                    if c in json_columns and row[c] is not None
+                    else row.get(c)
                     for c in columns
                 ]
             )
+
+
+def jsonb_text(value: Any) -> bytes:
+    """Returns: ``value`` as JSON text for a ``jsonb`` column, written by orjson.
+
+    The derived rows' payloads are written back as JSON for ``COPY`` (psycopg's ``Jsonb``); with
+    the stdlib's ``json.dumps`` that was a third of the write's CPU (bench ``sink``). orjson
+    refuses what it cannot write exactly (integers beyond 64 bits, keys that are not strings):
+    those values take ``json.dumps``. PostgreSQL normalises ``jsonb`` either way. Source:
+    https://github.com/ijl/orjson#serialize.
+    """
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value).encode()
 
 
 def _clean(line: LineEnvelope) -> bool:

@@ -67,3 +67,20 @@ def test_storable_row_of_a_clean_parse_still_applies_the_integer_rule() -> None:
         "content": "x",
     }
     assert storable_row(row, parsed_clean=True) == storable_row(row)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"rows": [[1, "é", 2.5, None, True]], "nested": {"a": []}},
+        {"big": 2**70},  # beyond orjson's 64 bits: json.dumps writes it
+        {1: "a"},  # a key that is not a string: json.dumps writes it as "1"
+        [1, 2],
+    ],
+)
+def test_jsonb_text_writes_what_json_dumps_would_mean(value: object) -> None:
+    import json
+
+    from pipeline.archive.derived import jsonb_text
+
+    assert json.loads(jsonb_text(value)) == json.loads(json.dumps(value))
