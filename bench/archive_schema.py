@@ -99,8 +99,7 @@ class BenchSpace:
         asyncio.run(wait_for_partitions(self.settings, wire.ALL_TOPICS))
 
     def drop(self) -> None:
-        """Drops the schema with its rows and deletes the topics; never raises for a missing
-        one."""
+        """Drops the schema with its rows and deletes the topics; never raises for a missing one."""
         with psycopg.connect(conninfo(self.settings), autocommit=True) as conn:
             conn.execute(
                 sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
@@ -130,8 +129,9 @@ def install_commit_clock(settings: Settings) -> None:
 async def wait_for_partitions(
     settings: Settings, names: Sequence[str], *, timeout_s: float = TOPIC_READY_TIMEOUT_S
 ) -> None:
-    """Waits until the broker's metadata shows partitions for every prefixed topic (a process
-    started right after the topics were created may otherwise find none).
+    """Waits until the broker's metadata shows partitions for every prefixed topic.
+
+    A process started right after the topics were created may otherwise find none.
 
     Raises:
         TimeoutError: Some topic still has no partitions after ``timeout_s``.

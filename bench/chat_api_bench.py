@@ -106,8 +106,10 @@ def sql_tool(rounds: int) -> tuple[list[float], list[float]]:
 
 
 def user_context(session: SessionSettings) -> UserContext:
-    """Returns: the identity row-level security filters by, as the Chat API builds it
-    (attribute values as text, booleans lower-case)."""
+    """Returns: the identity row-level security filters by.
+
+    As the Chat API builds it (attribute values as text, booleans lower-case).
+    """
     attributes = {
         name: str(value).lower() if isinstance(value, bool) else str(value)
         for name, value in session.attributes().items()

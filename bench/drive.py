@@ -76,12 +76,16 @@ class RssPeak:
 
 
 class TimedOutput(JobOutput):
-    """A :class:`JobOutput` that notes, per line, the delay from the server's send stamp to
-    the moment the line is handed to the producer."""
+    """A :class:`JobOutput` that notes.
+
+    Per line, the delay from the server's send stamp to the moment the line is handed to the
+    producer.
+    """
 
     latencies_s: list[float]
 
     async def send_line(self, envelope: LineEnvelope) -> None:
+        """Notes the line's delay since the synthetic API sent it, then sends it."""
         sent_at = sent_at_of(envelope.raw)
         if sent_at is not None:
             self.latencies_s.append(time.time() - sent_at)
@@ -99,6 +103,10 @@ async def drive_worker(
     """Runs ``jobs`` through JobRunners, ``concurrency`` at once.
 
     Args:
+        settings: Kafka settings of the producer.
+        jobs: The jobs to run.
+        concurrency: Jobs run at once.
+        latencies: Filled with the per-line delays, in seconds.
         streams_per_client: Concurrent jobs sharing one :class:`ChatClient` (and runner);
             0: one client for all, as ``pipeline.worker.app`` does.
 

@@ -143,6 +143,9 @@ def measure(
     """Runs each size through one stack (after a warm-up job), then its baseline.
 
     Args:
+        transcripts: The recorded streams to serve.
+        sizes: Numbers of jobs, one measurement each.
+        chat_url: The synthetic Chat API's chat URL.
         sinks: Sink processes in the stack (one consumer group; per-job advisory locks).
     """
     figures = []

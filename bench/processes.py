@@ -16,8 +16,8 @@ from typing import Final
 from models import wire
 from pipeline.cli.children import ROOT as ROOT
 from pipeline.cli.children import Child as Child
-from pipeline.cli.children import ChildError as ChildError
 from pipeline.cli.children import start_child
+from pipeline.errors import ChildError as ChildError
 from pipeline.settings import Settings
 
 LOG_DIR: Final = ROOT / ".state" / "bench"

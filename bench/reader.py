@@ -23,13 +23,13 @@ from bench.transcripts import sent_at_of
 
 @dataclass
 class StreamStats:
-    """What reading one stream gave.
+    r"""What reading one stream gave.
 
     Attributes:
         lines: Lines read.
         first_line_s: Seconds from sending the request to the first line.
         elapsed_s: Seconds from sending the request to the end of the stream.
-        kept: The lines themselves (without ``\\n``), when asked for.
+        kept: The lines themselves (without ``\n``), when asked for.
     """
 
     lines: int = 0
@@ -113,6 +113,11 @@ async def read_all(
     """Reads every request's stream with at most ``concurrency`` at once.
 
     Args:
+        url: The chat URL.
+        bodies: One chat request body per stream.
+        api_key: The ``Api-Key`` header.
+        concurrency: Streams read at once.
+        keep_lines: Keep the lines themselves in the figures.
         streams_per_client: Readers sharing one ``httpx.AsyncClient``; 0: one client for all.
             httpcore's pool scans every connection on each request, so one client for hundreds
             of streams spends most of its time there (``bench/README.md``).

@@ -49,8 +49,10 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def summary(values: Sequence[float]) -> dict[str, float]:
-    """Returns: ``n``, ``p50``, ``p90``, ``p99``, ``max`` and ``mean`` of ``values``
-    (empty: only ``n``, 0)."""
+    """Returns: ``n``, ``p50``, ``p90``, ``p99``, ``max`` and ``mean`` of ``values``.
+
+    Empty ``values`` give only ``n``, 0.
+    """
     if not values:
         return {"n": 0}
     return {
@@ -142,8 +144,10 @@ def format_number(value: float) -> str:
 
 
 def format_line(result: Result) -> str:
-    """Returns: ``bench <name>: <ours> <unit> vs <baseline> <unit> = <ratio>`` plus, when the
-    result has a target, ``  [target <cmp> <value>: met|MISSED]``."""
+    """Returns: ``bench <name>: <ours> <unit> vs <baseline> <unit> = <ratio>``.
+
+    When the result has a target, ``  [target <cmp> <value>: met|MISSED]`` follows.
+    """
     baseline_unit = result.baseline_unit or result.unit
     line = (
         f"bench {result.name}: {format_number(result.ours)} {result.unit} vs "

@@ -97,8 +97,10 @@ def completed_events(lines: Sequence[LineEnvelope]) -> list[JobEvent]:
 
 
 def copy_rows(lines: Sequence[LineEnvelope]) -> list[tuple[Any, ...]]:
-    """Returns: the ``stream_lines`` rows the sink stores for ``lines`` (hash chain included),
-    payload as binary jsonb."""
+    """Returns: the ``stream_lines`` rows the sink stores for ``lines`` (hash chain included).
+
+    Payload as binary jsonb.
+    """
     hashes = chain.extend(lines, {})
     rows = []
     for line in lines:

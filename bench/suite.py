@@ -153,8 +153,11 @@ def _level(url: str, space: BenchSpace, concurrency: int, count: int) -> list[Re
 def e2e_results(
     transcripts: Sequence[Transcript], scale: Scale, url: str
 ) -> tuple[list[Result], list[end_to_end.EndToEndFigures]]:
-    """Benchmark 3 at both sizes with one sink, and at the large size with two sinks (one
-    consumer group, ``-2sinks``); the growth figures use the one-sink runs."""
+    """Benchmark 3 at both sizes with one sink.
+
+    And at the large size with two sinks (one consumer group, ``-2sinks``); the growth figures
+    use the one-sink runs.
+    """
     figures = end_to_end.measure(transcripts, scale.e2e_jobs, chat_url=url)
     scaled_out = end_to_end.measure(transcripts, scale.e2e_jobs[1:], chat_url=url, sinks=2)
     results = []
@@ -225,8 +228,11 @@ def chat_results(rounds: int, synthetic_url: str) -> list[Result]:
 def growth_results(
     sink: Sequence[sink_ingest.IngestFigures], e2e: Sequence[end_to_end.EndToEndFigures]
 ) -> list[Result]:
-    """Benchmark 5: per-line cost at the large size against the small one, and bytes on disk
-    per archived line against the lines' NDJSON bytes."""
+    """Benchmark 5.
+
+    Per-line cost at the large size against the small one, and bytes on disk per archived line
+    against the lines' NDJSON bytes.
+    """
     results = []
     if len(sink) == 2:
         small, large = sink

@@ -1,8 +1,8 @@
-"""Recorded transcripts: the fixture, the send-time stamp, and the sink's line mix.
+r"""Recorded transcripts: the fixture, the send-time stamp, and the sink's line mix.
 
 ``bench/data/transcripts.jsonl`` holds one chat stream per line, recorded from our Chat API
 (``python -m bench record``): ``{"question", "persona", "session_settings", "lines"}`` where
-``lines`` are the NDJSON lines exactly as served, without ``\\n``.
+``lines`` are the NDJSON lines exactly as served, without ``\n``.
 
 The synthetic endpoint stamps each line with the wall-clock time it sent it, as the first member
 ``"benchSentAt": <seconds since the epoch>`` (:func:`stamp_line`); a reader recovers it with
@@ -32,13 +32,13 @@ TOOL_RESULT_MAX_BYTES: Final = 100 * KIB
 
 @dataclass(frozen=True)
 class Transcript:
-    """One recorded chat stream.
+    r"""One recorded chat stream.
 
     Attributes:
         question: The chat request's ``input``.
         persona: The persona of ``examples/questions.yaml`` it was asked as.
         session_settings: The request's ``sessionSettings`` (wire names).
-        lines: The stream's lines as served, UTF-8, without ``\\n``.
+        lines: The stream's lines as served, UTF-8, without ``\n``.
     """
 
     question: str
@@ -71,7 +71,7 @@ class Transcript:
 
 
 def request_key(question: str, session_settings: dict[str, Any]) -> str:
-    """Returns: ``"<question>\\x00<externalId or email or internalId>"``."""
+    r"""Returns: ``"<question>\x00<externalId or email or internalId>"``."""
     who = next(
         (
             str(session_settings[k])

@@ -179,8 +179,10 @@ class Turn:
         return found
 
     def aborted_lines(self) -> list[Line]:
-        """Returns: the ``__aborted__`` line then ``__usage__``, to end an aborted stream
-        (field notes, "Lines that the interface does not list")."""
+        """Returns: the ``__aborted__`` line then ``__usage__``.
+
+        To end an aborted stream (field notes, "Lines that the interface does not list").
+        """
         aborted = self._line(
             wire.ID_ABORTED, type="abort", code="chat_aborted", message="Chat aborted by the user"
         )
@@ -372,8 +374,10 @@ def answer_chunks(text: str, *, size: int = DELTA_CHARS) -> list[str]:
 
 
 def snapshot_lines(chat_id: str, messages: Sequence[dict[str, Any]]) -> list[Line]:
-    """The stream for a chat request without ``input``: the thread's current state
-    (interface, "1. Chat": "When omitted, the response returns the current state").
+    """The stream for a chat request without ``input``.
+
+    The thread's current state (interface, "1. Chat": "When omitted, the response returns the
+    current state").
 
     Returns:
         ``__cutoff__`` (not streaming), ``__state__`` with ``messages``, ``__usage__``.

@@ -240,8 +240,9 @@ class UnknownBranchError(InvalidRequestError):
 
 
 class UndeclaredAttributeError(InvalidRequestError):
-    """400: a ``userAttributes`` name is not declared for the account (interface, "Session
-    settings": "Each attribute must first be configured in the admin panel").
+    """400: a ``userAttributes`` name is not declared for the account.
+
+    Interface, "Session settings": "Each attribute must first be configured in the admin panel".
 
     Attributes:
         names: The undeclared names, sorted.
@@ -277,8 +278,9 @@ class UndeclaredGroupError(InvalidRequestError):
 
 
 class UnknownInternalUserError(InvalidRequestError):
-    """400: ``internalId`` names no existing internal user (interface, "Session settings":
-    "The user must already exist").
+    """400: ``internalId`` names no existing internal user.
+
+    Interface, "Session settings": "The user must already exist".
 
     Attributes:
         email: The ``internalId`` given.
@@ -293,8 +295,9 @@ class UnknownInternalUserError(InvalidRequestError):
 
 
 class UserLimitError(RequestError):
-    """403: creating one more external user would pass the account's limit (interface,
-    "Limits": 10,000 external users per account).
+    """403: creating one more external user would pass the account's limit.
+
+    Interface, "Limits": 10,000 external users per account.
 
     Attributes:
         limit: The configured limit (``CHATSCRIBE_MAX_EXTERNAL_USERS``).
@@ -311,8 +314,9 @@ class UserLimitError(RequestError):
 
 
 class SessionInvalidError(RequestError):
-    """403: an embed session cannot be redeemed (field notes, "Generate session": single use,
-    valid for 5 minutes, revocable).
+    """403: an embed session cannot be redeemed.
+
+    Field notes, "Generate session": single use, valid for 5 minutes, revocable.
 
     Attributes:
         reason: ``"unknown"``, ``"expired"``, ``"used"`` or ``"revoked"``.

@@ -17,7 +17,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine, pool, text
 
-from models.archive import metadata
+from pipeline.archive.tables import metadata
 from pipeline.settings import Settings
 
 LOCK_NAMESPACE = "chatscribe-migrations:"

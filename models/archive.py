@@ -1,30 +1,10 @@
-"""The PostgreSQL archive's tables (SQLAlchemy Core).
+r"""Archive value rules shared by every part.
 
-A database module: only this module, :mod:`pipeline.archive.writer` (and its ``archive_*`` helpers),
-:mod:`pipeline.archive.runs` and the migrations import SQLAlchemy. The tables carry no schema; the
-writer applies ``settings.database_schema`` at run time with
-``schema_translate_map={None: schema}``, so tests can use a fresh schema each. The migration
-(``migrations/versions/0001_archive.py``) creates the same tables explicitly; a test checks
-that the two agree.
-
-Tables (design.md, "Archive tables"), one row per:
-
-* ``runs``: batch run (written by ``chatscribe batch``).
-* ``jobs``: question asked as one identity; folded from lifecycle events
-  (:mod:`pipeline.transcript.lifecycle`); ``normalised_attempt`` is the latest attempt whose
-  derived rows
-  are written.
-* ``job_events``: lifecycle event, as received (``payload``) — key (job, attempt, kind).
-* ``stream_lines``: raw NDJSON line, bytes exactly as received — key (job, attempt, line_no);
-  ``raw_sha256`` and ``chain_hash`` make it tamper-evident (:mod:`pipeline.archive.chain`, migration
-  0002); ``redaction``/``redacted_at`` mark content removed by retention or redaction.
-* ``messages``, ``tool_calls``, ``sql_queries``, ``answers``: derived from a complete attempt's
-  lines by :func:`pipeline.transcript.normalise.normalise`; recomputable from ``stream_lines``.
-
-No foreign keys: lines and events arrive from two topics in any order.
+Closed value sets of the archive's columns and what PostgreSQL accepts in a column (no I/O, no
+SQLAlchemy; the tables are :mod:`pipeline.archive.tables`).
 
 :func:`storable` makes a Python value one PostgreSQL accepts: ``text`` and ``jsonb`` cannot hold
-NUL (``\\u0000``) or lone surrogates, ``jsonb`` no ``NaN``/``Infinity``, ``integer`` only 32 bits.
+NUL (``\u0000``) or lone surrogates, ``jsonb`` no ``NaN``/``Infinity``, ``integer`` only 32 bits.
 Raw lines are ``bytea`` and never need it.
 """
 
@@ -32,23 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Final
-
-from sqlalchemy import (
-    Boolean,
-    CheckConstraint,
-    Column,
-    DateTime,
-    Index,
-    Integer,
-    LargeBinary,
-    MetaData,
-    Table,
-    Text,
-    func,
-    text,
-)
-from sqlalchemy.dialects.postgresql import ARRAY, DOUBLE_PRECISION, JSONB
 
 NAMING_CONVENTION: Final = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -61,188 +26,6 @@ EVENT_KINDS: Final = ("accepted", "started", "first_line", "completed", "failed"
 ANSWER_SOURCES: Final = ("final", "state", "fallback", "none")
 TOOL_KINDS: Final = ("meta", "sql", "other")
 REDACTIONS: Final = ("redacted", "deleted")
-
-metadata = MetaData(naming_convention=NAMING_CONVENTION)
-
-
-def _tz(name: str, *, nullable: bool = True, now: bool = False) -> Column[object]:
-    default = func.now() if now else None
-    return Column(name, DateTime(timezone=True), nullable=nullable, server_default=default)
-
-
-def _one_of(column: str, values: tuple[str, ...], name: str) -> CheckConstraint:
-    quoted = ", ".join(f"'{v}'" for v in values)
-    return CheckConstraint(f"{column} IN ({quoted})", name=name)
-
-
-runs = Table(
-    "runs",
-    metadata,
-    Column("run_id", Text, primary_key=True),
-    Column("name", Text),
-    Column("source_file", Text),
-    Column("chat_url", Text),
-    _tz("created_at", nullable=False, now=True),
-    Column("created_by", Text),
-    Column("job_count", Integer),
-    Column("options", JSONB(none_as_null=True)),
-    Column("rerun_of", Text),
-)
-
-jobs = Table(
-    "jobs",
-    metadata,
-    Column("job_id", Text, primary_key=True),
-    Column("run_id", Text, nullable=False),
-    Column("persona", Text),
-    Column("question", Text),
-    Column("session_settings", JSONB(none_as_null=True)),
-    Column("identity", Text),
-    Column("chat_url", Text),
-    Column("active_branch_name", Text),
-    Column("chat_id", Text),
-    Column("status", Text, nullable=False),
-    Column("attempts", Integer, nullable=False, server_default="0"),
-    Column("last_attempt", Integer, nullable=False, server_default="0"),
-    Column("worker_id", Text),
-    Column("line_count", Integer),
-    Column("http_status", Integer),
-    Column("error", Text),
-    Column("error_type", Text),
-    _tz("submitted_at"),
-    _tz("started_at"),
-    _tz("first_line_at"),
-    _tz("finished_at"),
-    Column("normalised_attempt", Integer),
-    _tz("updated_at", nullable=False, now=True),
-    _one_of("status", JOB_STATUSES, "status"),
-    Index("ix_jobs_run_id", "run_id"),
-)
-
-job_events = Table(
-    "job_events",
-    metadata,
-    Column("job_id", Text, primary_key=True),
-    Column("attempt", Integer, primary_key=True),
-    Column("kind", Text, primary_key=True),
-    _tz("at", nullable=False),
-    Column("line_count", Integer),
-    Column("payload", JSONB(none_as_null=True), nullable=False),
-    _tz("archived_at", nullable=False, now=True),
-    _one_of("kind", EVENT_KINDS, "kind"),
-)
-
-stream_lines = Table(
-    "stream_lines",
-    metadata,
-    Column("job_id", Text, primary_key=True),
-    Column("attempt", Integer, primary_key=True),
-    Column("line_no", Integer, primary_key=True),
-    _tz("received_at", nullable=False),
-    Column("raw", LargeBinary, nullable=False),
-    Column("terminated", Boolean, nullable=False),
-    Column("chat_id", Text),
-    Column("parse_error", Text),
-    Column("message_id", Text),
-    Column("payload", JSONB(none_as_null=True)),
-    _tz("archived_at", nullable=False, now=True),
-    Column("raw_sha256", LargeBinary),
-    Column("chain_hash", LargeBinary),
-    Column("redaction", Text),
-    _tz("redacted_at"),
-    _one_of("redaction", REDACTIONS, "redaction"),
-    Index(
-        "ix_stream_lines_unchained",
-        "job_id",
-        "attempt",
-        "line_no",
-        postgresql_where=text("chain_hash IS NULL"),
-    ),
-)
-
-messages = Table(
-    "messages",
-    metadata,
-    Column("job_id", Text, primary_key=True),
-    Column("attempt", Integer, primary_key=True),
-    Column("message_id", Text, primary_key=True),
-    Column("role", Text),
-    Column("graph_path", ARRAY(Text)),
-    Column("content", Text),
-    Column("thinking", Text),
-    Column("sort", DOUBLE_PRECISION),
-    Column("is_final", Boolean, nullable=False),
-    Column("is_in_process", Boolean),
-    Column("is_delta_merged", Boolean, nullable=False),
-    Column("first_line", Integer, nullable=False),
-    Column("last_line", Integer, nullable=False),
-    Column("tool_name", Text),
-    Column("extra", JSONB(none_as_null=True), nullable=False),
-)
-
-tool_calls = Table(
-    "tool_calls",
-    metadata,
-    Column("job_id", Text, primary_key=True),
-    Column("attempt", Integer, primary_key=True),
-    Column("message_id", Text, primary_key=True),
-    Column("name", Text),
-    Column("kind", Text, nullable=False),
-    Column("input", JSONB(none_as_null=True)),
-    Column("result", JSONB(none_as_null=True)),
-    Column("input_raw", Text),
-    Column("result_raw", Text),
-    Column("error", JSONB(none_as_null=True)),
-    Column("payload_error", Text),
-    Column("complete", Boolean, nullable=False),
-    _one_of("kind", TOOL_KINDS, "kind"),
-)
-
-sql_queries = Table(
-    "sql_queries",
-    metadata,
-    Column("job_id", Text, primary_key=True),
-    Column("attempt", Integer, primary_key=True),
-    Column("message_id", Text, primary_key=True),
-    Column("tool_name", Text),
-    Column("sql_query", Text),
-    Column("query_title", Text),
-    Column("description", Text),
-    Column("user_request", Text),
-    Column("memory_id", Text),
-    Column("result_schema", JSONB(none_as_null=True)),
-    Column("total_rows", Integer),
-    Column("result_uuid", Text),
-    Column("vega_spec", JSONB(none_as_null=True)),
-    Column("rows", JSONB(none_as_null=True)),
-    Column("returned_rows", Integer),
-    Column("error", Text),
-    Column("views", ARRAY(Text)),
-    Column("members", ARRAY(Text)),
-)
-
-answers = Table(
-    "answers",
-    metadata,
-    Column("job_id", Text, primary_key=True),
-    Column("attempt", Integer, primary_key=True),
-    Column("chat_id", Text),
-    Column("content", Text),
-    Column("source", Text, nullable=False),
-    Column("message_id", Text),
-    Column("line_no", Integer),
-    Column("stream_errors", ARRAY(Text), nullable=False),
-    _tz("normalised_at", nullable=False, now=True),
-    _tz("published_at"),
-    _one_of("source", ANSWER_SOURCES, "source"),
-    Index(
-        "ix_answers_unpublished", "job_id", "attempt", postgresql_where=text("published_at IS NULL")
-    ),
-)
-
-DERIVED_TABLES: Final = (messages, tool_calls, sql_queries, answers)
-"""Tables :func:`pipeline.transcript.normalise.normalise` fills for a (job, attempt); replaced as a
-whole."""
 
 INT32_MIN: Final = -(2**31)
 INT32_MAX: Final = 2**31 - 1
@@ -261,10 +44,13 @@ def storable_text(value: str) -> str:
 
 
 def storable_json(value: Any) -> Any:
-    """Returns: a decoded JSON value ``jsonb`` accepts: strings (keys too) cleaned as
-    :func:`storable_text`, non-finite floats as None, keys as ``str(key)``, tuples as lists;
-    nested values likewise. A value that needs none of that is returned as it is (checked on
-    its JSON text, in C: :func:`_needs_cleaning`), the others are rebuilt by a walk."""
+    """Returns: a decoded JSON value ``jsonb`` accepts.
+
+    Strings (keys too) cleaned as :func:`storable_text`, non-finite floats as None, keys as
+    ``str(key)``, tuples as lists; nested values likewise. A value that needs none of that is
+    returned as it is (checked on its JSON text, in C: :func:`_needs_cleaning`), the others are
+    rebuilt by a walk.
+    """
     if isinstance(value, str):
         return storable_text(value)
     if isinstance(value, dict | list | tuple) and not _needs_cleaning(value):
@@ -273,10 +59,10 @@ def storable_json(value: Any) -> Any:
 
 
 def _needs_cleaning(value: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> bool:
-    """True unless :func:`_cleaned_json` would return an equal value of the same types.
+    r"""True unless :func:`_cleaned_json` would return an equal value of the same types.
 
     Serialises ``value`` once with ``allow_nan=False`` (a non-finite float raises) and no ASCII
-    escaping (NUL is still written ``\\u0000``, a lone surrogate stays and fails UTF-8), then
+    escaping (NUL is still written ``\u0000``, a lone surrogate stays and fails UTF-8), then
     parses the text back: a parse equal to ``value`` has only string keys and no tuples
     (``[1] != (1,)``, ``{"1": 0} != {1: 0}``). Anything else JSON cannot write (datetimes,
     cycles) is left to the walk.
@@ -309,8 +95,11 @@ def _cleaned_json(value: Any) -> Any:
 
 
 def storable(value: Any) -> Any:
-    """Returns: a column value PostgreSQL accepts (see :func:`storable_json`; integers outside
-    the 32-bit ``integer`` range become None; other scalars unchanged)."""
+    """Returns: a column value PostgreSQL accepts.
+
+    See :func:`storable_json`; integers outside the 32-bit ``integer`` range become None;
+    other scalars are unchanged.
+    """
     if isinstance(value, str | dict | list | tuple):
         return storable_json(value)
     if isinstance(value, int) and not isinstance(value, bool):
@@ -318,6 +107,62 @@ def storable(value: Any) -> Any:
     return value
 
 
-def storable_row(row: dict[str, Any]) -> dict[str, Any]:
-    """Returns: ``row`` with :func:`storable` applied to every value."""
+def storable_row(row: dict[str, Any], *, parsed_clean: bool = False) -> dict[str, Any]:
+    """Returns: ``row`` with :func:`storable` applied to every value.
+
+    Args:
+        row: ``{column: value}``.
+        parsed_clean: Every text and JSON value of the row was parsed from JSON texts that
+            :func:`storable_as_parsed` accepts: only the integer rule is applied (the text and
+            JSON rules could change nothing), which spares the JSON round trip of
+            :func:`storable_json` for every payload.
+    """
+    if parsed_clean:
+        return {k: _storable_int(v) for k, v in row.items()}
     return {k: storable(v) for k, v in row.items()}
+
+
+def _storable_int(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if INT32_MIN <= value <= INT32_MAX else None
+    return value
+
+
+_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
+_EXPONENT: Final = re.compile(rb"[eE][+-]?\d{3}")
+_NUMBER_BYTES: Final = frozenset(b"0123456789.+-")
+_NUMBER_STARTS: Final = frozenset(b":,[ \n\r\tnrt")
+"""Bytes a JSON number can follow: ``:``, ``,``, ``[``, whitespace, or the ``n``/``r``/``t`` of
+an escaped whitespace in JSON nested in a string."""
+
+
+def storable_as_parsed(raw: bytes) -> bool:
+    """Says whether what parses from the JSON text ``raw`` can be stored without cleaning.
+
+    ``raw`` is an NDJSON line; the values that matter are those parsed from it and from JSON
+    nested in its strings (a nested escape adds backslashes before the same bytes, so the
+    marks below match at any depth). PostgreSQL's ``text``/``jsonb`` refuse what these decode
+    to: an escaped NUL, a surrogate escape (lone ones cannot be stored; paired ones are flagged
+    too, to keep the test a search), ``NaN``/``Infinity``, and numbers with a three-digit
+    exponent where a number can start (they may overflow a float to infinity; an id such as
+    ``5e123`` is no number). Raw control characters cannot occur in valid JSON strings and
+    valid UTF-8 holds no surrogates.
+
+    Returns:
+        True when no such mark is found. False may be a false alarm: the caller then cleans.
+    """
+    if b"\\u0000" in raw or b"NaN" in raw or b"Infinity" in raw:
+        return False
+    if (b"\\ud" in raw or b"\\uD" in raw) and _SURROGATE_ESCAPE.search(raw):
+        return False
+    return not any(_starts_a_number(raw, m.start()) for m in _EXPONENT.finditer(raw))
+
+
+def _starts_a_number(raw: bytes, exponent_at: int) -> bool:
+    """True when the exponent at ``exponent_at`` ends a digit run that a number can start."""
+    at = exponent_at - 1
+    if at < 0 or raw[at] not in b"0123456789":
+        return False
+    while at >= 0 and raw[at] in _NUMBER_BYTES:
+        at -= 1
+    return at < 0 or raw[at] in _NUMBER_STARTS

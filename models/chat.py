@@ -215,8 +215,11 @@ class StreamMessage(BaseModel):
 
     @property
     def is_sentinel(self) -> bool:
-        """True for the ids ``__cutoff__``, ``__state__``, ``__aborted__``, ``__suspended__``,
-        ``__usage__`` (field notes, "Lines that the interface does not list")."""
+        """True for the ids ``__cutoff__``.
+
+        ``__state__``, ``__aborted__``, ``__suspended__``, ``__usage__`` (field notes,
+        "Lines that the interface does not list").
+        """
         return self.id in wire.SENTINEL_IDS
 
     @property

@@ -164,10 +164,10 @@ class JobEvent(_Record):
 
 
 def parse_line(raw: bytes) -> tuple[StreamMessage | None, str | None]:
-    """Parses one NDJSON line, never raising.
+    r"""Parses one NDJSON line, never raising.
 
     Args:
-        raw: The line's bytes without its ``\\n`` terminator.
+        raw: The line's bytes without its ``\n`` terminator.
 
     Returns:
         ``(message, None)`` on success, or ``(None, reason)`` where reason says why the line is
@@ -194,13 +194,13 @@ def parse_line(raw: bytes) -> tuple[StreamMessage | None, str | None]:
 
 
 class LineEnvelope(BaseModel):
-    """One fanned-out NDJSON line and where it belongs.
+    r"""One fanned-out NDJSON line and where it belongs.
 
     Identity: ``(job_id, attempt, line_no)``; ``line_no`` counts from 1 within an attempt.
 
     Attributes:
-        raw: The line exactly as received, without the ``\\n`` terminator.
-        terminated: False only for a last line that ended without ``\\n`` (a truncated stream).
+        raw: The line exactly as received, without the ``\n`` terminator.
+        terminated: False only for a last line that ended without ``\n`` (a truncated stream).
         message, parse_error: The parsed message, or why the line did not parse.
     """
 
@@ -255,7 +255,7 @@ class LineEnvelope(BaseModel):
             raise LineRecordError("record has no key (job id)", header="key")
         found = {name: val for name, val in headers}
         chat_id = found.get(wire.HEADER_CHAT_ID)
-        return cls.from_raw(
+        return cls.from_raw(  # the one parse of the line in the sink
             job_id=key.decode("utf-8", errors="strict"),
             attempt=_int_header(found, wire.HEADER_ATTEMPT),
             line_no=_int_header(found, wire.HEADER_LINE_NO),

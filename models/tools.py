@@ -107,6 +107,20 @@ class SqlResult(_Payload):
     error: Any = None
 
 
+def wire_name(model: type[BaseModel], field: str) -> str:
+    """Returns: the member name ``field`` of ``model`` has on the wire (its alias, or its name).
+
+    The typed models above are the one source of truth for payload member names: code that
+    reads payloads leniently as dicts (:mod:`pipeline.transcript.tool_calls`) takes its keys
+    from here, so a renamed member cannot drift between the two.
+
+    Raises:
+        KeyError: ``model`` has no field ``field``.
+    """
+    info = model.model_fields[field]
+    return info.alias or field
+
+
 def load_payload(text: str | None, *, tool_name: str, part: str) -> dict[str, Any] | None:
     """Parses a toolCall payload string.
 
@@ -154,9 +168,13 @@ def classify(call: ToolCall) -> ToolKind:
             payload = load_payload(text, tool_name=call.name or "", part=part)
         except ToolPayloadError:
             continue
-        if payload is not None and ("sqlQuery" in payload or "query" in payload):
+        if payload is not None and (_SQL_QUERY in payload or _OLD_QUERY in payload):
             return "sql"
     return "other"
+
+
+_SQL_QUERY = wire_name(SqlInput, "sql_query")
+_OLD_QUERY = wire_name(SqlInput, "query")
 
 
 def _typed(model: type[_T], call: ToolCall, part: Literal["input", "result"]) -> _T | None:

@@ -3,25 +3,48 @@
 Tree (retryability is part of the type: workers and the sink decide with ``isinstance``)::
 
     PipelineError
+    ├── ChatHttpError                  an error status from the Chat API  (status_code, url)
     ├── TransientError                 worth retrying with backoff
-    │   ├── ChatConnectError           no connection to the Chat API, or a timeout
-    │   ├── ChatServerError            HTTP 5xx before the stream started   (status_code)
+    │   ├── ChatConnectError           no connection to the Chat API, or a timeout     (url)
+    │   ├── ChatServerError            HTTP 5xx before the stream started   (status_code, url)
     │   ├── ChatThrottledError         HTTP 429, or 503 with Retry-After     (retry_after_s)
-    │   ├── StreamBrokenError          the stream ended before it finished  (lines_read)
+    │   ├── StreamBrokenError          the stream ended before it finished  (url, lines_read)
+    │   ├── RecordDeliveryError        Kafka did not confirm a record                  (topic)
+    │   ├── PartitionsRevokedError     a rebalance took the partitions mid-operation   (topic)
     │   └── ArchiveUnavailableError    PostgreSQL unreachable or restarting
     └── PermanentError                 retrying cannot help
-        ├── ChatClientError            HTTP 4xx                              (status_code)
+        ├── ChatClientError            HTTP 4xx                              (status_code, url)
         │   ├── ChatAuthError          401
         │   ├── ChatForbiddenError     403
         │   └── ChatNotFoundError      404
+        ├── RecordTooLargeError     a record over ``max_record_bytes``       (topic, size_bytes)
         ├── InvalidJobError         a chat.requests record is not a job (topic, partition, offset)
         ├── InvalidRecordError      a record the sink cannot archive    (topic, partition, offset)
-        ├── ArchiveRejectedError    PostgreSQL refused a value in a batch (sqlstate)
+        ├── DeadLetterNotFoundError no dead letter at a position        (topic, partition, offset)
+        ├── NotReplayableError      a dead letter without its source topic                (ref)
+        ├── ArchiveRejectedError    PostgreSQL refused a value in a batch            (sqlstate)
         ├── ArchiveSchemaError      archive tables missing or different: run `chatscribe db upgrade`
+        ├── NotArchivedError        a job, attempt or run is not in the archive
+        │   ├── ReplayError         the job or attempt has no archived lines  (job_id, attempt)
+        │   └── RunNotFoundError    no run with this id / no job of the run           (run_id)
+        ├── QuestionsFileError      a questions file does not read or validate          (path)
+        ├── RetentionPolicyError    a retention policy file does not read or validate   (path)
+        ├── RedactionRuleError      a redaction rule names no detector or is no regex   (rule)
+        ├── ChildError              a child process of a command died or never got ready (name)
         └── ConsoleBindError        the console asked to bind beyond loopback without a token (host)
+
+``ChatServerError`` and ``ChatClientError`` also derive from ``ChatHttpError`` (the status
+carried by both). The errors about files and lookups also derive from the builtin they replace
+(``ValueError``, ``LookupError``, ``RuntimeError``), so callers that caught those still do.
+Foreign errors are translated once, at the adapter that meets them: httpx in
+:mod:`pipeline.chat.client`, aiokafka in :mod:`pipeline.kafka`, SQLAlchemy/psycopg in
+:func:`pipeline.archive.engine.translate_errors`. ``tests/unit/pipeline/test_errors.py`` checks
+that this drawing names every class below and that each is raised somewhere.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 
 class PipelineError(Exception):
@@ -120,7 +143,51 @@ class ArchiveUnavailableError(TransientError):
     """PostgreSQL is unreachable or restarting."""
 
 
+class RecordDeliveryError(TransientError):
+    """Kafka did not confirm a record (broker unreachable, timeout, not enough replicas).
+
+    Attributes:
+        topic: The topic the record was for.
+    """
+
+    def __init__(self, message: str, *, topic: str) -> None:
+        super().__init__(f"{message} (topic={topic})")
+        self.topic = topic
+
+
+class PartitionsRevokedError(TransientError):
+    """A rebalance took a consumer's partitions during a commit, seek or position lookup.
+
+    The records are read again by whichever consumer owns the partitions now.
+
+    Attributes:
+        topic: The topic of the partition, or ``"*"`` for a commit over several.
+        partition: The partition, or -1 for a commit over several.
+    """
+
+    def __init__(self, message: str, *, topic: str = "*", partition: int = -1) -> None:
+        super().__init__(f"{message} (topic={topic} partition={partition})")
+        self.topic = topic
+        self.partition = partition
+
+
+class RecordTooLargeError(PermanentError):
+    """A record is larger than ``max_record_bytes`` and can never be produced.
+
+    Attributes:
+        topic: The topic the record was for.
+        size_bytes: Size of the value.
+    """
+
+    def __init__(self, message: str, *, topic: str, size_bytes: int) -> None:
+        super().__init__(f"{message} (topic={topic} size_bytes={size_bytes})")
+        self.topic = topic
+        self.size_bytes = size_bytes
+
+
 class _RecordError(PermanentError):
+    """A record at a topic position that cannot be processed; the base of the two below."""
+
     def __init__(self, message: str, *, topic: str, partition: int, offset: int) -> None:
         super().__init__(f"{message} (topic={topic} partition={partition} offset={offset})")
         self.reason = message
@@ -160,8 +227,10 @@ class ArchiveRejectedError(PermanentError):
 
 
 class ArchiveSchemaError(PermanentError):
-    """The archive's schema, tables or columns are missing or differ from what the code expects
-    (run ``chatscribe db upgrade``), or the database user may not use them.
+    """The archive's schema.
+
+    Tables or columns are missing or differ from what the code expects (run ``chatscribe db
+    upgrade``), or the database user may not use them.
 
     Attributes:
         sqlstate: PostgreSQL's SQLSTATE code, when known (``42P01`` ...).
@@ -170,6 +239,107 @@ class ArchiveSchemaError(PermanentError):
     def __init__(self, message: str, *, sqlstate: str | None) -> None:
         super().__init__(f"{message} (sqlstate={sqlstate})")
         self.sqlstate = sqlstate
+
+
+class DeadLetterNotFoundError(PermanentError):
+    """No record at this position of a dead-letter topic.
+
+    Attributes:
+        topic, partition, offset: The position asked for.
+    """
+
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        super().__init__(f"no dead letter at {topic}:{partition}:{offset}")
+        self.topic, self.partition, self.offset = topic, partition, offset
+
+
+class NotReplayableError(PermanentError):
+    """A dead letter lacks the source-topic header, so there is nowhere to replay it.
+
+    Attributes:
+        ref: The dead letter's ``topic:partition:offset``.
+    """
+
+    def __init__(self, ref: str, *, header: str) -> None:
+        super().__init__(f"dead letter {ref} has no {header} header")
+        self.ref = ref
+
+
+class NotArchivedError(PermanentError, LookupError):
+    """Something asked for is not in the archive."""
+
+
+class ReplayError(NotArchivedError):
+    """The job, or the attempt, has no archived lines.
+
+    Attributes:
+        job_id, attempt: What was asked for.
+    """
+
+    def __init__(self, message: str, *, job_id: str, attempt: int | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.attempt = attempt
+
+
+class RunNotFoundError(NotArchivedError):
+    """No run with this id is recorded, or the run has no job in the archive.
+
+    Attributes:
+        run_id: The id asked for.
+    """
+
+    def __init__(self, run_id: str, *, message: str | None = None) -> None:
+        super().__init__(message or f"run {run_id} has no jobs in the archive")
+        self.run_id = run_id
+
+
+class QuestionsFileError(PermanentError, ValueError):
+    """The questions file cannot be read or does not validate.
+
+    Attributes:
+        path: The file.
+    """
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class RetentionPolicyError(PermanentError, ValueError):
+    """The retention policy file cannot be read or does not validate.
+
+    Attributes:
+        path: The file.
+    """
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class RedactionRuleError(PermanentError, ValueError):
+    """A redaction rule names an unknown detector or is not a valid regular expression.
+
+    Attributes:
+        rule: The rule as written.
+    """
+
+    def __init__(self, message: str, *, rule: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
+class ChildError(PermanentError, RuntimeError):
+    """A child process died or did not get ready; the message ends with its log.
+
+    Attributes:
+        name: The child's name (``api``, ``worker``, ``sink`` ...).
+    """
+
+    def __init__(self, message: str, *, name: str = "") -> None:
+        super().__init__(message)
+        self.name = name
 
 
 class ConsoleBindError(PermanentError):

@@ -121,8 +121,10 @@ class ServiceProcess:
 
 
 def stack_env(settings: Settings, **extra: str) -> dict[str, str]:
-    """Returns: this process's environment plus ``settings`` as the ``CHATSCRIBE_*`` variables
-    a stack process reads (pipeline/settings.py), then ``extra``."""
+    """Returns: this environment plus ``settings`` as ``CHATSCRIBE_*`` variables, then ``extra``.
+
+    The variables are those a stack process reads (pipeline/settings.py).
+    """
     api_key = settings.api_key.get_secret_value()
     return {
         **os.environ,
@@ -151,8 +153,10 @@ def start_cli(
     *,
     stop_timeout_s: float = STOP_TIMEOUT_S,
 ) -> ServiceProcess:
-    """Starts ``python -m pipeline.cli.app ARGS`` in the repository, output appended to
-    ``logs/<name>.log``; does not wait for it."""
+    """Starts ``python -m pipeline.cli.app ARGS`` in the repository.
+
+    Output appended to ``logs/<name>.log``; does not wait for it.
+    """
     log_path = logs / f"{name}.log"
     with log_path.open("ab") as log:
         popen = subprocess.Popen(
@@ -195,6 +199,8 @@ def unique_settings(
     """Settings on a topic prefix and consumer groups no other test uses.
 
     Args:
+        kafka_bootstrap: The Kafka bootstrap servers.
+        database_url: The PostgreSQL URL.
         tag: Lowercase start of the name ``<tag><10 hex>`` (prefix ``<name>.``, groups
             ``<name>-worker`` and ``<name>-sink``).
         schema: The PostgreSQL schema; by default the name itself.
@@ -217,8 +223,10 @@ def unique_settings(
 def migrated_settings(
     kafka_bootstrap: str, database_url: str, *, schema: str, tag: str = "s", **overrides: Any
 ) -> Settings:
-    """:func:`unique_settings` in the existing (or new) ``schema``, with the archive's tables
-    upgraded to the newest revision (Alembic) in it."""
+    """:func:`unique_settings` in the existing (or new) ``schema``.
+
+    With the archive's tables upgraded to the newest revision (Alembic) in it.
+    """
     settings = unique_settings(kafka_bootstrap, database_url, tag=tag, schema=schema, **overrides)
     upgrade(settings)
     return settings
@@ -237,8 +245,10 @@ def isolated_settings(
     topics: Sequence[str] = wire.ALL_TOPICS,
     **overrides: Any,
 ) -> Iterator[Settings]:
-    """:func:`unique_settings` with their schema created and upgraded (Alembic) and ``topics``
-    created; the schema is dropped with its contents afterwards."""
+    """:func:`unique_settings` with their schema and ``topics`` created.
+
+    The schema is upgraded (Alembic), and dropped with its contents afterwards.
+    """
     settings = unique_settings(kafka_bootstrap, database_url, tag=tag, **overrides)
     name = sql.Identifier(settings.database_schema)
     with psycopg.connect(_conninfo(settings), autocommit=True) as conn:
@@ -267,8 +277,10 @@ class ChatApi:
 
 @dataclass
 class ProcessStack:
-    """Chat APIs, workers and sinks on one set of settings; ``gone`` names processes a test
-    stopped or killed on purpose (no longer checked)."""
+    """Chat APIs, workers and sinks on one set of settings.
+
+    ``gone`` names processes a test stopped or killed on purpose (no longer checked).
+    """
 
     settings: Settings
     logs: Path
@@ -330,8 +342,11 @@ class ProcessStack:
             process.stop()
 
     def stop_cleanly(self) -> None:
-        """Checks all still run, stops them and checks their exit codes: 0, or for a Chat API
-        the SIGTERM that uvicorn re-raises once it has shut down gracefully."""
+        """Checks all still run, stops them and checks their exit codes.
+
+        0, or for a Chat API the SIGTERM that uvicorn re-raises once it has shut down
+        gracefully.
+        """
         self.assert_running()
         for process in [p for p in self.processes if p.name not in self.gone]:
             code = process.stop()
@@ -347,8 +362,11 @@ class ProcessStack:
         sinks: Sequence[str] = ("sink",),
         check_exit: bool = False,
     ) -> Iterator[ProcessStack]:
-        """Starts the Chat APIs (healthy), then the workers and sinks; stops every process on
-        the way out, after :meth:`stop_cleanly` when ``check_exit`` and the body succeeded."""
+        """Starts the Chat APIs (healthy), then the workers and sinks.
+
+        Stops every process on the way out, after :meth:`stop_cleanly` when ``check_exit``
+        and the body succeeded.
+        """
         try:
             self.start_chat_apis(chat_apis)
             for name in workers:
@@ -362,8 +380,11 @@ class ProcessStack:
             self.stop()
 
     def run_questions(self, path: Path, *, timeout_s: float) -> RunOutcome:
-        """Runs a questions file as ``chatscribe batch`` does; fails (AssertionError) when it
-        does not finish within ``timeout_s`` seconds or a process of the stack exits."""
+        """Runs a questions file as ``chatscribe batch`` does.
+
+        Fails (AssertionError) when it does not finish within ``timeout_s`` seconds or a
+        process of the stack exits.
+        """
         run = run_questions_file
         check = self.assert_running
         outcome = asyncio.run(

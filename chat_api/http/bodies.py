@@ -115,8 +115,10 @@ def describe_validation_error(exc: ValidationError) -> str:
 
 
 def check_text(value: Any, path: str = "body") -> None:
-    """Refuses strings that cannot be stored as text: NUL characters and lone UTF-16
-    surrogates (``"\\ud800"`` in JSON), anywhere in ``value`` (keys included).
+    r"""Refuses strings that cannot be stored as text.
+
+    NUL characters and lone UTF-16 surrogates (``"\ud800"`` in JSON), anywhere in ``value``
+    (keys included).
 
     Raises:
         InvalidRequestError: Naming the dotted path of the first such string.

@@ -1,10 +1,10 @@
-"""An opt-in log of every NDJSON line the Chat API sent, for fault-injection tests.
+r"""An opt-in log of every NDJSON line the Chat API sent, for fault-injection tests.
 
 With ``CHATSCRIBE_SENT_LOG=<path>`` set, each line a chat response yields is appended to that
 file as one JSON object::
 
     {"stream": "<uuid of the response>", "chat_id": "<state.chatId of the first line or null>",
-     "line_no": 1, "bytes": 123, "sha256": "<hex of the line without its \\n>"}
+     "line_no": 1, "bytes": 123, "sha256": "<hex of the line without its \n>"}
 
 so a test can compare what the archive stored, line by line, with what the service sent,
 without knowing anything about jobs. Unset (the default), responses are not touched.

@@ -69,8 +69,10 @@ async def encoded(lines: Iterable[Line]) -> AsyncGenerator[str, None]:
 
 
 def state_lines(chat_id: str, messages: Sequence[dict[str, Any]], *, streaming: bool) -> list[Line]:
-    """The stream for a chat request without ``input``: the thread's current state, no question
-    asked (interface, "1. Chat": "When omitted, the response returns the current state").
+    """The stream for a chat request without ``input``.
+
+    The thread's current state, no question asked (interface, "1. Chat": "When omitted, the
+    response returns the current state").
 
     Returns:
         ``__cutoff__``, ``__state__`` with ``messages`` and ``isStreaming`` (true while a turn
@@ -85,8 +87,11 @@ def state_lines(chat_id: str, messages: Sequence[dict[str, Any]], *, streaming: 
 
 
 def stored_message(line: Line) -> StoredMessage | None:
-    """Returns: the line as a message to store when it is complete (a tool call with its result,
-    or the final answer), else None (deltas, thinking, sentinels)."""
+    """Returns: the line as a message to store when it is complete, else None.
+
+    Complete: a tool call with its result, or the final answer; not deltas, thinking or
+    sentinels.
+    """
     if line.get("isInProcess") is not False:
         return None
     call = line.get("toolCall")
@@ -276,6 +281,7 @@ class NdjsonResponse(StreamingResponse):
         self._content = content
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Sends the response (ASGI); see the class docstring for what it adds."""
         try:
             await super().__call__(scope, receive, send)
         finally:

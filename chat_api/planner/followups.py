@@ -43,8 +43,9 @@ def check_changes(reading: Reading) -> None:
 
 
 def reaggregated(measure: str, agg: str) -> str:
-    """The same metric with another aggregation: ``flights.avg_distance`` + ``max`` ->
-    ``flights.max_distance``.
+    """The same metric with another aggregation.
+
+    ``flights.avg_distance`` + ``max`` -> ``flights.max_distance``.
 
     Raises:
         UnanswerableError: ``measure`` is a count, or the model has no such aggregation of it.

@@ -141,8 +141,11 @@ _SUBJECTS = {"weather": "weather observations"}
 
 
 def _description(spec: QuerySpec, info: MeasureInfo, dims: str, conditions: tuple[str, ...]) -> str:
-    """Returns: ``"Average arrival delay (minutes) of flights from JFK per carrier, lowest
-    first, top 1."``"""
+    """Returns the query's description for the agent.
+
+    For example ``"Average arrival delay (minutes) of flights from JFK per carrier, lowest
+    first, top 1."``.
+    """
     text = info.label[0].upper() + info.label[1:]
     if info.unit and info.unit != info.label.split()[-1]:
         text += f" ({info.unit})"

@@ -225,8 +225,11 @@ class _Reader(MarkerPasses):
         return before in self.dim_nouns
 
     def _before_noun(self, i: int) -> int:
-        """Returns: the index of the cue before a noun, skipping fillers, "distinct" and the
-        values and delay words already read ("how many *United* flights", "*delayed* flights")."""
+        """Returns: the index of the cue before a noun.
+
+        Skipping fillers, "distinct" and the values and delay words already read ("how many
+        *United* flights", "*delayed* flights").
+        """
         j = i - 1
         while j >= 0:
             m = self.ms[j]

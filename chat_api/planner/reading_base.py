@@ -157,6 +157,7 @@ class Draft:
     notes: list[str] = field(default_factory=list)
 
     def freeze(self) -> Reading:
+        """Returns: the reading as an immutable :class:`Reading`."""
         return replace(
             Reading(**{f.name: getattr(self, f.name) for f in fields(Reading)}),
             asks=tuple(self.asks),

@@ -137,9 +137,12 @@ _SPEC_ADAPTER: TypeAdapter[QuerySpec] = TypeAdapter(QuerySpec)
 
 
 def plan_state(spec: QuerySpec) -> PlanState:
-    """Returns: ``spec`` as a JSON-ready object, ``{"version": 1, "spec": {"view": "flights",
-    "measures": ["flights.count"], "dimensions": [], "filters": [{"member", "operator",
-    "values"}], "order": [["flights.count", "desc"]], "limit": null}}``."""
+    """Returns: ``spec`` as a JSON-ready object.
+
+    For example ``{"version": 1, "spec": {"view": "flights", "measures": ["flights.count"],
+    "dimensions": [], "filters": [{"member", "operator", "values"}], "order":
+    [["flights.count", "desc"]], "limit": null}}``.
+    """
     return {"version": PLAN_STATE_VERSION, "spec": _SPEC_ADAPTER.dump_python(spec, mode="json")}
 
 

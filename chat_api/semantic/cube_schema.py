@@ -32,6 +32,8 @@ class _Node(BaseModel):
 
 
 class Dimension(_Node):
+    """A cube dimension as declared (Cube: "Dimensions")."""
+
     name: str
     type: DimensionType
     sql: str | None = None
@@ -42,10 +44,14 @@ class Dimension(_Node):
 
 
 class MeasureFilter(_Node):
+    """A filter of a measure (Cube: "Measures", ``filters``)."""
+
     sql: str
 
 
 class Measure(_Node):
+    """A cube measure as declared (Cube: "Measures")."""
+
     name: str
     type: MeasureType
     sql: str | None = None
@@ -56,6 +62,8 @@ class Measure(_Node):
 
 
 class Join(_Node):
+    """A join from one cube to another (Cube: "Joins")."""
+
     name: str
     relationship: Relationship
     sql: str
@@ -80,22 +88,29 @@ class FilterRule(_Node):
 
 
 class RowLevel(_Node):
-    """``row_level``: ``filters`` (all must hold), or ``allow_all``: true for every row, false
-    (with no filters) for none; unset with no filters means every row."""
+    """``row_level``.
+
+    ``filters`` (all must hold), or ``allow_all``: true for every row, false (with no filters)
+    for none; unset with no filters means every row.
+    """
 
     filters: tuple[FilterRule, ...] = ()
     allow_all: bool | None = None
 
 
 class MemberLevel(_Node):
-    """``member_level``: members allowed (``includes``, ``"*"`` for all) minus ``excludes``
-    (``"*"`` for all)."""
+    """``member_level``.
+
+    Members allowed (``includes``, ``"*"`` for all) minus ``excludes`` (``"*"`` for all).
+    """
 
     includes: Literal["*"] | tuple[str, ...] = "*"
     excludes: Literal["*"] | tuple[str, ...] = ()
 
 
 class PolicyCondition(_Node):
+    """A condition of an access policy (Cube: "Data access policies")."""
+
     if_: str = Field(alias="if")
 
 
@@ -117,6 +132,8 @@ class AccessPolicy(_Node):
 
 
 class Cube(_Node):
+    """A cube: its table or SQL, dimensions, measures and joins (Cube: "Cubes")."""
+
     name: str
     sql_table: str | None = None
     sql: str | None = None
@@ -146,6 +163,8 @@ class Cube(_Node):
 
 
 class IncludeItem(_Node):
+    """A member a view includes, optionally renamed (Cube: "Views", ``includes``)."""
+
     name: str
     alias: str | None = None
     title: str | None = None
@@ -153,6 +172,8 @@ class IncludeItem(_Node):
 
 
 class ViewCube(_Node):
+    """A cube a view reaches through a join path (Cube: "Views", ``cubes``)."""
+
     join_path: str
     includes: Literal["*"] | tuple[str | IncludeItem, ...] = ()
     excludes: tuple[str, ...] = ()
@@ -161,6 +182,8 @@ class ViewCube(_Node):
 
 
 class View(_Node):
+    """A view: the members it exposes and its access policies (Cube: "Views")."""
+
     name: str
     title: str = ""
     description: str = ""
@@ -170,5 +193,7 @@ class View(_Node):
 
 
 class ModelFile(_Node):
+    """One YAML file of the data model: its cubes and views."""
+
     cubes: tuple[Cube, ...] = ()
     views: tuple[View, ...] = ()

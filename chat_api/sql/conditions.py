@@ -60,22 +60,30 @@ class Reference:
 
 @dataclass(frozen=True)
 class Literal:
+    """A constant of a condition (a string, number, boolean or null)."""
+
     value: Any
 
 
 @dataclass(frozen=True)
 class Not:
+    """``NOT operand``."""
+
     operand: Node
 
 
 @dataclass(frozen=True)
 class BoolOp:
+    """``AND``/``OR`` of the operands."""
+
     op: str
     operands: tuple[Node, ...]
 
 
 @dataclass(frozen=True)
 class Compare:
+    """A comparison ``left op right``."""
+
     op: str
     left: Node
     right: Node

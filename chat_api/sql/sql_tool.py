@@ -71,8 +71,10 @@ def run_tool_query(
 def result_payload(
     request: Mapping[str, Any], result: QueryResult, *, row_limit: int
 ) -> dict[str, Any]:
-    """Returns: the successful tool result for the tool input ``request`` (see the module
-    docstring); ``vegaSpec`` is repeated when the input has one."""
+    """Returns: the successful tool result for the tool input ``request``.
+
+    See the module docstring; ``vegaSpec`` is repeated when the input has one.
+    """
     found = {key: request[key] for key in ECHOED_FIELDS if key in request}
     found["schema"] = [{"name": n, "column_type": t} for n, t in result.columns]
     found["data"] = [list(row) for row in result.rows[:row_limit]]

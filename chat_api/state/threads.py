@@ -219,8 +219,10 @@ class ThreadStore:
         logger.info("turn stored chat_id=%s turn=%d status=%s", thread.chat_id, turn_no, status)
 
     def history(self, chat_id: str) -> list[dict[str, Any]]:
-        """Returns: ``{"id", "role", "content"}`` of the questions and final answers, oldest
-        first: the ``messages`` of the ``__state__`` line."""
+        """Returns: ``{"id", "role", "content"}`` of the questions and final answers.
+
+        Oldest first: the ``messages`` of the ``__state__`` line.
+        """
         return [
             {"id": m.message_id, "role": m.role, "content": m.content}
             for m in self.messages(chat_id)

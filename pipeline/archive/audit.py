@@ -20,8 +20,11 @@ import sqlalchemy as sa
 
 @dataclass(frozen=True)
 class AuditFilter:
-    """Which jobs to report: asked in ``[since, until)``, by ``user`` (owner key such as
-    ``external:analyst-1``, or a bare externalId/internalId), touching ``view``."""
+    """Which jobs to report.
+
+    Asked in ``[since, until)``, by ``user`` (owner key such as ``external:analyst-1``, or a
+    bare externalId/internalId), touching ``view``.
+    """
 
     since: datetime | None = None
     until: datetime | None = None
@@ -71,7 +74,7 @@ class AuditEntry:
 
 _ENTRIES = """
 WITH page AS (
-    SELECT j.*, coalesce(j.started_at, j.submitted_at) AS asked_at FROM "{s}".jobs j
+    SELECT j.*, coalesce(j.started_at, j.submitted_at) AS asked_at FROM jobs j
     WHERE {where}
     ORDER BY asked_at NULLS LAST, j.job_id
     LIMIT :limit OFFSET :offset
@@ -81,27 +84,27 @@ SELECT j.asked_at, j.job_id, j.run_id, j.persona,
        a.content AS answer, a.source AS answer_source, coalesce(a.stream_errors, '{{}}') AS se,
        coalesce(q.queries, '[]') AS queries, coalesce(t.errors, '[]') AS tool_errors,
        (j.status = 'aborted' OR EXISTS (
-            SELECT 1 FROM "{s}".messages m WHERE m.job_id = j.job_id
+            SELECT 1 FROM messages m WHERE m.job_id = j.job_id
             AND m.attempt = j.last_attempt AND m.message_id = '__aborted__')) AS aborted
 FROM page j
-LEFT JOIN "{s}".answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
+LEFT JOIN answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
 LEFT JOIN LATERAL (
     SELECT jsonb_agg(jsonb_build_object(
         'sql', s.sql_query, 'title', s.query_title, 'views', s.views, 'members', s.members,
         'total_rows', s.total_rows, 'returned_rows', s.returned_rows, 'error', s.error,
         'schema', s.result_schema, 'rows', s.rows, 'vega_spec', s.vega_spec)
         ORDER BY s.message_id) AS queries
-    FROM "{s}".sql_queries s WHERE s.job_id = j.job_id AND s.attempt = j.last_attempt
+    FROM sql_queries s WHERE s.job_id = j.job_id AND s.attempt = j.last_attempt
 ) q ON true
 LEFT JOIN LATERAL (
     SELECT jsonb_agg(jsonb_build_object('tool', t.name, 'error', coalesce(t.error #>> '{{}}',
         t.payload_error))) AS errors
-    FROM "{s}".tool_calls t WHERE t.job_id = j.job_id AND t.attempt = j.last_attempt
+    FROM tool_calls t WHERE t.job_id = j.job_id AND t.attempt = j.last_attempt
       AND (t.error IS NOT NULL OR t.payload_error IS NOT NULL)
 ) t ON true
 ORDER BY j.asked_at NULLS LAST, j.job_id
 """
-_COUNT = 'SELECT count(*) FROM "{s}".jobs j WHERE {where}'
+_COUNT = 'SELECT count(*) FROM jobs j WHERE {where}'
 
 
 def _where(flt: AuditFilter) -> tuple[str, dict[str, Any]]:
@@ -122,7 +125,7 @@ def _where(flt: AuditFilter) -> tuple[str, dict[str, Any]]:
         params["user"] = flt.user
     if flt.view is not None:
         clauses.append(
-            'EXISTS (SELECT 1 FROM "{s}".sql_queries v WHERE v.job_id = j.job_id'
+            "EXISTS (SELECT 1 FROM sql_queries v WHERE v.job_id = j.job_id"
             " AND v.attempt = j.last_attempt AND :view = ANY(v.views))"
         )
         params["view"] = flt.view
@@ -132,7 +135,6 @@ def _where(flt: AuditFilter) -> tuple[str, dict[str, Any]]:
 def read_entries(
     conn: sa.Connection,
     *,
-    schema: str,
     flt: AuditFilter,
     limit: int | None = None,
     offset: int = 0,
@@ -141,7 +143,6 @@ def read_entries(
 
     Args:
         conn: A connection.
-        schema: The archive's schema.
         flt: Which jobs.
         limit, offset: A page of the entries (default: all); the page is chosen on ``jobs``
             before the answers, queries and tool errors are joined to it.
@@ -150,15 +151,15 @@ def read_entries(
         The entries, oldest first.
     """
     where, params = _where(flt)
-    query = _ENTRIES.format(s=schema, where=where.format(s=schema))
+    query = _ENTRIES.format(where=where)
     params |= {"limit": limit, "offset": max(offset, 0)}
     return [_entry(row) for row in conn.execute(sa.text(query), params)]
 
 
-def count_entries(conn: sa.Connection, *, schema: str, flt: AuditFilter) -> int:
+def count_entries(conn: sa.Connection, *, flt: AuditFilter) -> int:
     """Returns: how many jobs match ``flt`` (the number of entries :func:`read_entries` reads)."""
     where, params = _where(flt)
-    query = _COUNT.format(s=schema, where=where.format(s=schema))
+    query = _COUNT.format(where=where)
     return int(conn.execute(sa.text(query), params).scalar_one())
 
 

@@ -106,7 +106,7 @@ def extend(
 
 
 def read_heads(
-    conn: sa.Connection, pairs: Iterable[JobAttempt], *, schema: str
+    conn: sa.Connection, pairs: Iterable[JobAttempt]
 ) -> dict[JobAttempt, tuple[int, bytes]]:
     """Returns: the chain head of each attempt among ``pairs`` that has one (module docstring)."""
     pairs = sorted(set(pairs))
@@ -115,7 +115,7 @@ def read_heads(
     query = (
         "SELECT t.job_id, t.attempt, h.line_no, h.chain_hash"
         " FROM unnest(CAST(:jobs AS text[]), CAST(:attempts AS int[])) AS t(job_id, attempt)"
-        f' CROSS JOIN LATERAL (SELECT line_no, chain_hash FROM "{schema}".stream_lines s'
+        " CROSS JOIN LATERAL (SELECT line_no, chain_hash FROM stream_lines s"
         " WHERE s.job_id = t.job_id AND s.attempt = t.attempt AND s.chain_hash IS NOT NULL"
         " ORDER BY s.line_no DESC LIMIT 1) AS h"
     )
@@ -124,7 +124,7 @@ def read_heads(
     return {(r.job_id, r.attempt): (r.line_no, bytes(r.chain_hash)) for r in rows}
 
 
-def link_pending(conn: sa.Connection, pairs: Iterable[JobAttempt], *, schema: str) -> int:
+def link_pending(conn: sa.Connection, pairs: Iterable[JobAttempt]) -> int:
     """Chains stored lines that waited for a predecessor and now follow their head.
 
     Returns:
@@ -136,7 +136,7 @@ def link_pending(conn: sa.Connection, pairs: Iterable[JobAttempt], *, schema: st
     query = (
         "SELECT s.job_id, s.attempt, s.line_no, s.received_at, s.terminated,"
         " coalesce(s.raw_sha256, sha256(s.raw)) AS digest"
-        f' FROM "{schema}".stream_lines s'
+        " FROM stream_lines s"
         " JOIN unnest(CAST(:jobs AS text[]), CAST(:attempts AS int[])) AS t(job_id, attempt)"
         " ON s.job_id = t.job_id AND s.attempt = t.attempt"
         " WHERE s.chain_hash IS NULL ORDER BY s.job_id, s.attempt, s.line_no"
@@ -145,7 +145,7 @@ def link_pending(conn: sa.Connection, pairs: Iterable[JobAttempt], *, schema: st
     pending = list(conn.execute(sa.text(query), params))
     if not pending:
         return 0
-    heads = read_heads(conn, {(r.job_id, r.attempt) for r in pending}, schema=schema)
+    heads = read_heads(conn, {(r.job_id, r.attempt) for r in pending})
     updates = []
     for r in pending:
         head_no, head_hash = heads.get((r.job_id, r.attempt), (0, GENESIS))
@@ -160,7 +160,7 @@ def link_pending(conn: sa.Connection, pairs: Iterable[JobAttempt], *, schema: st
     if updates:
         conn.execute(
             sa.text(
-                f'UPDATE "{schema}".stream_lines SET chain_hash = :h,'
+                "UPDATE stream_lines SET chain_hash = :h,"
                 " raw_sha256 = coalesce(raw_sha256, :d)"
                 " WHERE job_id = :j AND attempt = :a AND line_no = :n"
             ),
@@ -210,27 +210,27 @@ class VerifyReport:
 _VERIFY = """
 SELECT s.job_id, s.attempt, s.line_no, s.received_at, s.terminated, s.raw_sha256, s.chain_hash,
        s.redaction, s.raw_sha256 IS NOT NULL AND sha256(s.raw) = s.raw_sha256 AS raw_ok
-FROM "{schema}".stream_lines s LEFT JOIN "{schema}".jobs j USING (job_id)
+FROM stream_lines s LEFT JOIN jobs j USING (job_id)
 WHERE {where}
 ORDER BY s.job_id, s.attempt, s.line_no
 """
 _COUNTS = """
 SELECT e.job_id, e.attempt, max(e.line_count) AS line_count
-FROM "{schema}".job_events e JOIN "{schema}".jobs j USING (job_id)
+FROM job_events e JOIN jobs j USING (job_id)
 WHERE {where} AND e.line_count IS NOT NULL AND e.kind IN ('completed', 'failed', 'aborted')
 GROUP BY e.job_id, e.attempt
 """
 
 
 def verify(
-    conn: sa.Connection, *, schema: str, run_id: str | None = None, job_id: str | None = None
+    conn: sa.Connection, *, run_id: str | None = None, job_id: str | None = None
 ) -> VerifyReport:
     """Recomputes the chains of a run's, a job's or every attempt (module docstring).
 
     Args:
         conn: Any connection (read only).
-        schema: The archive's schema.
-        run_id, job_id: Scope (both None: the whole archive).
+        run_id: Only this run's attempts (with ``job_id`` None too: the whole archive).
+        job_id: Only this job's attempts.
 
     Returns:
         The report; a problem per changed row, broken link or missing line.
@@ -238,9 +238,9 @@ def verify(
     where, params = _scope(run_id, job_id)
     report = VerifyReport()
     last: dict[JobAttempt, tuple[int, bytes | None]] = {}
-    for row in conn.execute(sa.text(_VERIFY.format(schema=schema, where=where)), params):
+    for row in conn.execute(sa.text(_VERIFY.format(where=where)), params):
         _check_row(report, last, row)
-    counts = conn.execute(sa.text(_COUNTS.format(schema=schema, where=where)), params)
+    counts = conn.execute(sa.text(_COUNTS.format(where=where)), params)
     for row in counts:
         stored = last.get((row.job_id, row.attempt), (0, None))[0]
         if stored < row.line_count:

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+from pipeline.errors import RunNotFoundError
 from pipeline.transcript.result_compare import REL_TOL, Result, normal_rows, results_match
 from pipeline.transcript.sql_refs import orders_rows
 
@@ -103,8 +104,10 @@ class RunDiff:
         return any(case.regressed for case in self.cases)
 
     def to_json(self) -> dict[str, Any]:
-        """Returns: ``{"run_a", "run_b", "summary", "regressed", "cases"}`` (``same`` cases
-        without their detail)."""
+        """Returns: ``{"run_a", "run_b", "summary", "regressed", "cases"}``.
+
+        ``same`` cases come without their detail.
+        """
         cases = []
         for case in self.cases:
             out = asdict(case)
@@ -193,13 +196,13 @@ def diff_runs(
 _SNAPSHOTS = """
 SELECT j.job_id, j.question, j.identity, j.persona, j.status,
        a.content AS answer, a.source AS answer_source, coalesce(q.queries, '[]') AS queries
-FROM "{schema}".jobs j
-LEFT JOIN "{schema}".answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
+FROM jobs j
+LEFT JOIN answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
 LEFT JOIN LATERAL (
     SELECT jsonb_agg(jsonb_build_object('sql', s.sql_query, 'rows', s.rows,
                      'total_rows', s.total_rows, 'error', s.error) ORDER BY m.first_line) AS queries
-    FROM "{schema}".sql_queries s
-    JOIN "{schema}".messages m USING (job_id, attempt, message_id)
+    FROM sql_queries s
+    JOIN messages m USING (job_id, attempt, message_id)
     WHERE s.job_id = j.job_id AND s.attempt = j.last_attempt
 ) q ON true
 WHERE j.run_id = :run_id
@@ -207,21 +210,18 @@ ORDER BY j.submitted_at, j.job_id
 """
 
 
-class RunNotFoundError(LookupError):
-    """The archive has no job of the run. Attributes: run_id."""
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"run {run_id} has no jobs in the archive")
-        self.run_id = run_id
-
-
-def load_run(conn: sa.Connection, *, schema: str, run_id: str) -> list[JobSnapshot]:
+def load_run(engine: sa.Engine, *, run_id: str) -> list[JobSnapshot]:
     """Reads a run's jobs for comparison, in submission order.
+
+    Args:
+        engine: The archive's engine (:func:`pipeline.archive.engine.create_engine`).
+        run_id: The run.
 
     Raises:
         RunNotFoundError: The run has no jobs.
     """
-    rows = conn.execute(sa.text(_SNAPSHOTS.format(schema=schema)), {"run_id": run_id}).all()
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(_SNAPSHOTS), {"run_id": run_id}).all()
     if not rows:
         raise RunNotFoundError(run_id)
     return [

@@ -17,12 +17,13 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, TypeAlias
 
 import psycopg
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from psycopg import sql as psycopg_sql
 from sqlalchemy import exc as sa_exc
 
 from pipeline.errors import (
@@ -35,6 +36,9 @@ from pipeline.settings import Settings
 
 logger = logging.getLogger(__name__)
 
+ArchiveEngine: TypeAlias = sa.Engine
+"""The archive's engine as callers outside :mod:`pipeline.archive` hold it: built by
+:func:`create_engine`, passed back to the archive's functions, never used directly."""
 MIGRATIONS_DIR: Final = Path(__file__).resolve().parents[2] / "migrations"
 CONNECT_TIMEOUT_S: Final = 5
 _REJECTED_CLASSES: Final = ("22", "23")
@@ -42,19 +46,36 @@ _SCHEMA_CLASSES: Final = ("42", "3F")
 
 
 def create_engine(settings: Settings) -> sa.Engine:
-    """Builds the archive's engine (psycopg 3) with the schema applied to every table.
+    """Builds the archive's engine (psycopg 3) with the schema applied to every connection.
+
+    The schema is applied one way, for SQLAlchemy Core and SQL text alike: each new connection
+    sets ``search_path`` to ``settings.database_schema`` alone (as the migrations do,
+    ``migrations/env.py``), so no table name in the package is qualified and a missing table
+    fails instead of resolving to ``public``. Pattern from SQLAlchemy's PostgreSQL dialect
+    documentation, "Setting Alternate Search Paths on Connect".
 
     Returns:
-        An engine whose connections translate :mod:`models.archive`'s schema-less tables to
-        ``settings.database_schema`` (``schema_translate_map``); pre-ping on checkout.
+        An engine whose connections see the archive's tables (:mod:`pipeline.archive.tables`,
+        schema-less) in ``settings.database_schema``; pre-ping on checkout.
     """
-    return sa.create_engine(
+    engine = sa.create_engine(
         settings.database_url.get_secret_value(),
         pool_pre_ping=True,
         pool_size=2,
         connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
-        execution_options={"schema_translate_map": {None: settings.database_schema}},
     )
+    set_path = psycopg_sql.SQL("SET search_path TO {}").format(
+        psycopg_sql.Identifier(settings.database_schema)
+    )
+
+    @sa.event.listens_for(engine, "connect", insert=True)
+    def _search_path(dbapi_connection: psycopg.Connection[Any], _record: object) -> None:
+        autocommit = dbapi_connection.autocommit
+        dbapi_connection.autocommit = True  # a session setting, outside any transaction
+        dbapi_connection.execute(set_path)
+        dbapi_connection.autocommit = autocommit
+
+    return engine
 
 
 def upgrade(settings: Settings, revision: str = "head") -> None:

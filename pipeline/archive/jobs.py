@@ -18,8 +18,9 @@ from typing import Any, Final
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from models.archive import job_events, jobs, storable_row
+from models.archive import storable_row
 from models.records import JobEvent
+from pipeline.archive.tables import job_events, jobs
 from pipeline.transcript.lifecycle import COLUMNS, JobState, fold
 
 _LOCK_NAMESPACE: Final = b"chatscribe-job:"
@@ -36,8 +37,11 @@ def lock_key(job_id: str) -> int:
 
 
 def lock_jobs(conn: sa.Connection, job_ids: Iterable[str]) -> None:
-    """Takes the transaction-scoped advisory lock of every job, in key order (no deadlock
-    between sinks locking overlapping sets); released at commit or rollback."""
+    """Takes the transaction-scoped advisory lock of every job.
+
+    In key order (no deadlock between sinks locking overlapping sets); released at commit or
+    rollback.
+    """
     keys = sorted({lock_key(job_id) for job_id in job_ids})
     if keys:
         conn.execute(_LOCK_SQL, {"keys": keys})
@@ -56,8 +60,9 @@ def insert_events(conn: sa.Connection, events: Sequence[JobEvent]) -> int:
 
 
 def upsert_jobs(conn: sa.Connection, events: Sequence[JobEvent]) -> int:
-    """Folds the events into their jobs' rows (:mod:`pipeline.transcript.lifecycle`) and writes
-    changes.
+    """Folds the events into their jobs' rows and writes changes.
+
+    The fold is :mod:`pipeline.transcript.lifecycle`'s.
 
     Returns:
         How many ``jobs`` rows changed.

@@ -1,4 +1,4 @@
-"""Archive writes for raw lines: ``COPY``, or ``COPY`` into a staging table and an upsert.
+r"""Archive writes for raw lines: ``COPY``, or ``COPY`` into a staging table and an upsert.
 
 A database module used by :class:`pipeline.archive.writer.ArchiveWriter` inside its transaction.
 A batch is first ``COPY``ed straight into ``stream_lines`` under a savepoint: when every line
@@ -14,7 +14,7 @@ keep well under half. The staging table is created once per database session
 byte for byte, whatever it holds.
 
 ``payload`` is the line's JSON text cast to ``jsonb`` inside PostgreSQL. A line Python parses
-but ``jsonb`` refuses (``\\u0000``, a lone surrogate, ``NaN``, a number out of range) would fail
+but ``jsonb`` refuses (``\u0000``, a lone surrogate, ``NaN``, a number out of range) would fail
 the cast; then the insert is redone under a savepoint through ``try_jsonb`` (migration 0001),
 and such lines keep ``payload`` NULL with the reason in ``parse_error``.
 
@@ -88,7 +88,7 @@ _SAFE_SELECT: Final = (
     " CASE WHEN s.payload IS NOT NULL AND t.payload IS NULL THEN '{refused}'"
     " ELSE s.parse_error END, raw_sha256, chain_hash, redaction, redacted_at, message_id,"
     " t.payload"
-    ' FROM pg_temp.{stage} AS s CROSS JOIN LATERAL (SELECT "{schema}".try_jsonb(s.payload)'
+    " FROM pg_temp.{stage} AS s CROSS JOIN LATERAL (SELECT try_jsonb(s.payload)"
     " AS payload) AS t"
 )
 
@@ -97,7 +97,6 @@ def write_lines(
     conn: sa.Connection,
     lines: Sequence[LineEnvelope],
     *,
-    schema: str,
     redactor: Redactor | None = None,
 ) -> int:
     """Stores lines in ``stream_lines``; a (job, attempt, line_no) already there is skipped.
@@ -105,7 +104,6 @@ def write_lines(
     Args:
         conn: A connection inside the batch's transaction (the jobs' advisory locks held).
         lines: Decoded line records, any order, duplicates allowed.
-        schema: The archive's schema (validated by :class:`pipeline.settings.Settings`).
         redactor: Redaction rules applied to ``raw`` before storage (None or empty: none).
 
     Returns:
@@ -121,28 +119,30 @@ def write_lines(
     keys = [(line.job_id, line.attempt, line.line_no) for line in lines]
     digests = [chain.raw_sha256(line.raw) for line in lines]
     by_key = dict(zip(keys, digests, strict=True))  # the last line of a key, as extend's
-    hashes = chain.extend(lines, chain.read_heads(conn, pairs, schema=schema), by_key)
+    hashes = chain.extend(lines, chain.read_heads(conn, pairs), by_key)
 
     def rows() -> Iterator[Row]:
         for line, key, digest in zip(lines, keys, digests, strict=True):
             yield staged_row(line, chain_hash=hashes.get(key), redactor=redactor, digest=digest)
 
-    inserted = _copy_direct(conn, rows(), schema)  # rows built while PostgreSQL takes them
+    inserted = _copy_direct(conn, rows())  # rows built while PostgreSQL takes them
     if inserted is None:
         conn.exec_driver_sql(_CREATE_STAGE)
         _copy(_driver(conn), list(rows()))
-        inserted = _insert(conn, schema)
-    chain.link_pending(conn, pairs, schema=schema)
+        inserted = _insert(conn)
+    chain.link_pending(conn, pairs)
     return inserted
 
 
-def _copy_direct(conn: sa.Connection, rows: Iterable[Row], schema: str) -> int | None:
-    """``COPY``s the rows straight into ``stream_lines`` under a savepoint: the common case
-    (every line new, every payload one ``jsonb`` accepts) without the staging table's second
-    write. Returns: the rows written, or None when PostgreSQL refused the ``COPY`` (a line
-    already there or twice in the batch, a payload ``jsonb`` refuses); the savepoint is then
-    rolled back and the caller takes the staging path."""
-    statement = f'COPY "{schema}".stream_lines ({", ".join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)'
+def _copy_direct(conn: sa.Connection, rows: Iterable[Row]) -> int | None:
+    """``COPY``s the rows straight into ``stream_lines`` under a savepoint.
+
+    The common case (every line new, every payload one ``jsonb`` accepts) without the staging
+    table's second write. Returns: the rows written, or None when PostgreSQL refused the
+    ``COPY`` (a line already there or twice in the batch, a payload ``jsonb`` refuses); the
+    savepoint is then rolled back and the caller takes the staging path.
+    """
+    statement = f"COPY stream_lines ({', '.join(_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
     written = 0
     try:
         driver = _driver(conn)
@@ -162,9 +162,9 @@ def _jsonb(text: str) -> bytes:
     return JSONB_BINARY_VERSION + text.encode("utf-8")
 
 
-def _insert(conn: sa.Connection, schema: str) -> int:
+def _insert(conn: sa.Connection) -> int:
     insert = (
-        f'INSERT INTO "{schema}".stream_lines ({", ".join(_COLUMNS)}) {{select}}'
+        f"INSERT INTO stream_lines ({', '.join(_COLUMNS)}) {{select}}"
         " ON CONFLICT (job_id, attempt, line_no) DO NOTHING"
     )
     try:
@@ -172,7 +172,7 @@ def _insert(conn: sa.Connection, schema: str) -> int:
             return conn.exec_driver_sql(insert.format(select=_FAST_SELECT)).rowcount
     except sa_exc.DataError as exc:
         logger.warning("jsonb refused a line payload, retrying per line: %s", exc.orig)
-    safe = _SAFE_SELECT.format(refused=JSONB_REFUSED, stage=STAGE_TABLE, schema=schema)
+    safe = _SAFE_SELECT.format(refused=JSONB_REFUSED, stage=STAGE_TABLE)
     return conn.exec_driver_sql(insert.format(select=safe)).rowcount
 
 
@@ -183,10 +183,12 @@ def staged_row(
     redactor: Redactor | None = None,
     digest: bytes | None = None,
 ) -> Row:
-    """Returns: the staging row of a line; text cleaned (:func:`models.archive.storable_text`),
-    ``payload`` the line's JSON text when it parsed and holds no ``\\u0000``, else None;
-    ``raw_sha256`` of the line as received (``digest`` when already computed); ``raw``
-    redacted when ``redactor`` matches."""
+    r"""Returns: the staging row of a line.
+
+    Text cleaned (:func:`models.archive.storable_text`), ``payload`` the line's JSON text when
+    it parsed and holds no ``\u0000``, else None; ``raw_sha256`` of the line as received
+    (``digest`` when already computed); ``raw`` redacted when ``redactor`` matches.
+    """
     digest = digest if digest is not None else chain.raw_sha256(line.raw)
     redaction, redacted_at = None, None
     if redactor:

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from pipeline.errors import RedactionRuleError
+
 DETECTORS: Final[dict[str, str]] = {
     "email": r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}",
     "phone": r"(?<![\w.])\+?\d{1,3}[ .-]?\(?\d{2,4}\)?[ .-]\d{3,4}[ .-]\d{3,4}(?![\w.])",
@@ -33,10 +35,6 @@ DETECTORS: Final[dict[str, str]] = {
 }
 WHOLE_LINE: Final = b'{"redacted":true}'
 """What a line becomes when a custom pattern would have broken its JSON."""
-
-
-class RedactionRuleError(ValueError):
-    """A rule names an unknown detector or is not a valid regular expression."""
 
 
 @dataclass(frozen=True)
@@ -60,14 +58,17 @@ class Redactor:
         for name in detectors:
             if name not in DETECTORS:
                 raise RedactionRuleError(
-                    f"unknown redaction detector {name!r}; known: {', '.join(sorted(DETECTORS))}"
+                    f"unknown redaction detector {name!r}; known: {', '.join(sorted(DETECTORS))}",
+                    rule=name,
                 )
             rules.append((name, re.compile(DETECTORS[name])))
         for n, pattern in enumerate(patterns, start=1):
             try:
                 rules.append((f"pattern{n}", re.compile(pattern)))
             except re.error as exc:
-                raise RedactionRuleError(f"invalid redaction pattern {pattern!r}: {exc}") from exc
+                raise RedactionRuleError(
+                    f"invalid redaction pattern {pattern!r}: {exc}", rule=pattern
+                ) from exc
         return cls(tuple(rules))
 
     def __bool__(self) -> bool:

@@ -1,8 +1,8 @@
-"""Replay: a job's NDJSON exactly as received, from the archive's raw lines.
+r"""Replay: a job's NDJSON exactly as received, from the archive's raw lines.
 
 A database module (SQLAlchemy). ``stream_lines.raw`` holds each line's bytes as received
-(without its ``\\n``; ``terminated`` says whether one followed), so writing the lines of an
-attempt in ``line_no`` order, each followed by ``\\n`` when it was terminated, gives back the
+(without its ``\n``; ``terminated`` says whether one followed), so writing the lines of an
+attempt in ``line_no`` order, each followed by ``\n`` when it was terminated, gives back the
 stream byte for byte (design.md, "Flow": replay is a byte copy). ``--sorted`` orders the lines
 by their ``sort`` member instead (field notes, "Merging lines into messages": order by ``sort``
 when lines arrive out of order); a line without ``sort`` stays behind every line the stream
@@ -19,18 +19,7 @@ from typing import BinaryIO
 
 import sqlalchemy as sa
 
-
-class ReplayError(LookupError):
-    """The job, or the attempt, has no archived lines.
-
-    Attributes:
-        job_id, attempt: What was asked for.
-    """
-
-    def __init__(self, message: str, *, job_id: str, attempt: int | None = None) -> None:
-        super().__init__(message)
-        self.job_id = job_id
-        self.attempt = attempt
+from pipeline.errors import ReplayError
 
 
 @dataclass(frozen=True)
@@ -45,7 +34,7 @@ class StoredLine:
     redaction: str | None
 
     def wire_bytes(self) -> bytes:
-        """Returns: the line as it came off the wire: ``raw`` plus ``\\n`` when terminated."""
+        r"""Returns: the line as it came off the wire: ``raw`` plus ``\n`` when terminated."""
         return self.raw + b"\n" if self.terminated else self.raw
 
 
@@ -53,23 +42,22 @@ _LINES = """
 SELECT line_no, received_at, raw, terminated, redaction,
        CASE WHEN jsonb_typeof(payload -> 'sort') = 'number'
             THEN (payload ->> 'sort')::double precision END AS sort
-FROM "{schema}".stream_lines WHERE job_id = :job_id AND attempt = :attempt ORDER BY line_no
+FROM stream_lines WHERE job_id = :job_id AND attempt = :attempt ORDER BY line_no
 """
 _ATTEMPT = """
 SELECT coalesce(
-    (SELECT nullif(last_attempt, 0) FROM "{schema}".jobs WHERE job_id = :job_id),
-    (SELECT max(attempt) FROM "{schema}".stream_lines WHERE job_id = :job_id))
+    (SELECT nullif(last_attempt, 0) FROM jobs WHERE job_id = :job_id),
+    (SELECT max(attempt) FROM stream_lines WHERE job_id = :job_id))
 """
 
 
 def read_attempt(
-    conn: sa.Connection, *, schema: str, job_id: str, attempt: int | None = None
+    conn: sa.Connection, *, job_id: str, attempt: int | None = None
 ) -> tuple[int, list[StoredLine]]:
     """Reads an attempt's archived lines in received order (``line_no``).
 
     Args:
         conn: A connection.
-        schema: The archive's schema.
         job_id: The job.
         attempt: The attempt (default: the job's last attempt).
 
@@ -80,11 +68,11 @@ def read_attempt(
         ReplayError: No such job, or the attempt has no stored lines.
     """
     if attempt is None:
-        attempt = conn.execute(sa.text(_ATTEMPT.format(schema=schema)), {"job_id": job_id}).scalar()
+        attempt = conn.execute(sa.text(_ATTEMPT), {"job_id": job_id}).scalar()
         if attempt is None:
             raise ReplayError(f"job {job_id} is not in the archive", job_id=job_id)
     params = {"job_id": job_id, "attempt": attempt}
-    rows = conn.execute(sa.text(_LINES.format(schema=schema)), params)
+    rows = conn.execute(sa.text(_LINES), params)
     lines = [
         StoredLine(
             line_no=r.line_no,
@@ -104,9 +92,11 @@ def read_attempt(
 
 
 def by_sort(lines: Sequence[StoredLine]) -> list[StoredLine]:
-    """Returns: ``lines`` ordered by ``sort`` (stable); a line without ``sort`` (``__usage__``,
-    error lines) takes the highest ``sort`` received before it, so it stays behind everything
-    the stream had reached when it arrived."""
+    """Returns: ``lines`` ordered by ``sort`` (stable).
+
+    A line without ``sort`` (``__usage__``, error lines) takes the highest ``sort`` received
+    before it, so it stays behind everything the stream had reached when it arrived.
+    """
     keyed = []
     reached = float("-inf")
     for line in lines:
@@ -130,3 +120,47 @@ def write_ndjson(out: BinaryIO, lines: Sequence[StoredLine], *, sort: bool = Fal
         written += len(chunk)
     out.flush()
     return written
+
+
+_FIND_CONVERSATION = """
+SELECT j.job_id FROM jobs j
+WHERE j.question = :question AND j.identity = :identity AND j.last_attempt > 0
+  AND EXISTS (SELECT 1 FROM stream_lines s
+              WHERE s.job_id = j.job_id AND s.attempt = j.last_attempt)
+  {run_filter}
+ORDER BY (j.status = 'completed') DESC, j.finished_at DESC NULLS LAST, j.job_id
+LIMIT 1
+"""
+
+
+def find_conversation(
+    engine: sa.Engine, *, question: str, identity: str, run_id: str | None = None
+) -> tuple[str, list[StoredLine]]:
+    """Finds the archived conversation that answered ``question`` asked as ``identity``.
+
+    The replay server's lookup (:mod:`pipeline.replay.server`): among the jobs with archived
+    lines, a completed one first, then the latest finished.
+
+    Args:
+        engine: The archive's engine.
+        question: The question, exactly as asked.
+        identity: The identity it was asked as (``SessionSettings.user_key``).
+        run_id: Only this run's jobs (None: any run).
+
+    Returns:
+        ``(job_id, lines of its last attempt)``.
+
+    Raises:
+        ReplayError: No such conversation is archived.
+    """
+    run_filter = "AND j.run_id = :run_id" if run_id else ""
+    query = sa.text(_FIND_CONVERSATION.format(run_filter=run_filter))
+    params = {"question": question, "identity": identity, "run_id": run_id}
+    with engine.connect() as conn:
+        job_id = conn.execute(query, params).scalar()
+        if job_id is None:
+            raise ReplayError(
+                f"no archived conversation for this question as {identity}", job_id=""
+            )
+        _, lines = read_attempt(conn, job_id=job_id)
+    return job_id, lines

@@ -1,4 +1,4 @@
-"""``chatscribe retention apply``: delete or redact content after N days, by identity.
+r"""``chatscribe retention apply``: delete or redact content after N days, by identity.
 
 A database module (SQLAlchemy). A policy file (YAML)::
 
@@ -10,7 +10,7 @@ A database module (SQLAlchemy). A policy file (YAML)::
         action: redact           # apply the redaction rules below
     redaction:                   # default: CHATSCRIBE_REDACT_DETECTORS / _PATTERNS
       detectors: [email, phone]
-      patterns: ['ACME-\\d+']
+      patterns: ['ACME-\d+']
 
 A job is due when it finished (else was last updated) more than ``afterDays`` days before
 ``now``. What each action does to a due job's last and earlier attempts:
@@ -44,14 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from models.records import parse_line
 from pipeline.archive import derived as archive_derived
 from pipeline.archive.redaction import Redactor
-
-
-class RetentionPolicyError(ValueError):
-    """The policy file cannot be read or does not validate. Attributes: path."""
-
-    def __init__(self, message: str, *, path: Path) -> None:
-        super().__init__(f"{path}: {message}")
-        self.path = path
+from pipeline.errors import RetentionPolicyError
 
 
 class RetentionRule(BaseModel):
@@ -104,19 +97,19 @@ class RetentionOutcome:
 
 
 _DUE = """
-SELECT job_id, identity, coalesce(finished_at, updated_at) AS done_at FROM "{s}".jobs
+SELECT job_id, identity, coalesce(finished_at, updated_at) AS done_at FROM jobs
 WHERE coalesce(finished_at, updated_at) < :cutoff
 """
 
 
 def due_jobs(
-    conn: sa.Connection, policy: RetentionPolicy, *, schema: str, now: datetime
+    conn: sa.Connection, policy: RetentionPolicy, *, now: datetime
 ) -> dict[str, RetentionRule]:
     """Returns: ``job_id → rule`` for every job some rule makes due (first matching rule)."""
     youngest = min(rule.after_days for rule in policy.rules)
     cutoff = now - timedelta(days=youngest)
     out: dict[str, RetentionRule] = {}
-    for row in conn.execute(sa.text(_DUE.format(s=schema)), {"cutoff": cutoff}):
+    for row in conn.execute(sa.text(_DUE), {"cutoff": cutoff}):
         for rule in policy.rules:
             if fnmatch.fnmatchcase(row.identity or "", rule.identity):
                 if row.done_at < now - timedelta(days=rule.after_days):
@@ -126,31 +119,29 @@ def due_jobs(
 
 
 _DELETE = (
-    """UPDATE "{s}".stream_lines SET raw = '\\x'::bytea, payload = NULL, redaction = 'deleted',
+    """UPDATE stream_lines SET raw = '\\x'::bytea, payload = NULL, redaction = 'deleted',
        redacted_at = now() WHERE job_id = ANY(:jobs) AND redaction IS DISTINCT FROM 'deleted'""",
-    """UPDATE "{s}".messages SET content = NULL, thinking = NULL, extra = '{{}}'::jsonb
+    """UPDATE messages SET content = NULL, thinking = NULL, extra = '{}'::jsonb
        WHERE job_id = ANY(:jobs)""",
-    """UPDATE "{s}".tool_calls SET input = NULL, result = NULL, input_raw = NULL,
+    """UPDATE tool_calls SET input = NULL, result = NULL, input_raw = NULL,
        result_raw = NULL WHERE job_id = ANY(:jobs)""",
-    """UPDATE "{s}".sql_queries SET rows = NULL, user_request = NULL WHERE job_id = ANY(:jobs)""",
-    """UPDATE "{s}".answers SET content = NULL WHERE job_id = ANY(:jobs)""",
+    """UPDATE sql_queries SET rows = NULL, user_request = NULL WHERE job_id = ANY(:jobs)""",
+    """UPDATE answers SET content = NULL WHERE job_id = ANY(:jobs)""",
 )
 
 
-def delete_content(conn: sa.Connection, job_ids: list[str], *, schema: str) -> int:
+def delete_content(conn: sa.Connection, job_ids: list[str]) -> int:
     """Deletes the content of ``job_ids`` (module docstring); returns lines newly deleted."""
     if not job_ids:
         return 0
     changed = 0
     for n, statement in enumerate(_DELETE):
-        result = conn.execute(sa.text(statement.format(s=schema)), {"jobs": job_ids})
+        result = conn.execute(sa.text(statement), {"jobs": job_ids})
         changed += result.rowcount if n == 0 else 0
     return changed
 
 
-def redact_content(
-    conn: sa.Connection, job_ids: list[str], redactor: Redactor, *, schema: str
-) -> int:
+def redact_content(conn: sa.Connection, job_ids: list[str], redactor: Redactor) -> int:
     """Redacts the lines and question of ``job_ids`` and recomputes their derived rows.
 
     Returns:
@@ -160,7 +151,7 @@ def redact_content(
         return 0
     rows = conn.execute(
         sa.text(
-            f'SELECT job_id, attempt, line_no, raw FROM "{schema}".stream_lines'
+            "SELECT job_id, attempt, line_no, raw FROM stream_lines"
             " WHERE job_id = ANY(:jobs) AND redaction IS NULL"
         ),
         {"jobs": job_ids},
@@ -181,13 +172,13 @@ def redact_content(
     if updates:
         conn.execute(
             sa.text(
-                f"UPDATE \"{schema}\".stream_lines SET raw = :raw, redaction = 'redacted',"
-                f' redacted_at = now(), payload = "{schema}".try_jsonb(:payload)'
+                "UPDATE stream_lines SET raw = :raw, redaction = 'redacted',"
+                " redacted_at = now(), payload = try_jsonb(:payload)"
                 " WHERE job_id = :j AND attempt = :a AND line_no = :n"
             ),
             updates,
         )
-    _redact_questions(conn, job_ids, redactor, schema=schema)
+    _redact_questions(conn, job_ids, redactor)
     pairs = sorted({(u["j"], u["a"]) for u in updates})
     archive_derived.normalise_ready(conn, pairs, force=True)
     return len(updates)
@@ -198,15 +189,13 @@ def _json_text(raw: bytes) -> str | None:
     return raw.decode("utf-8") if message is not None else None
 
 
-def _redact_questions(
-    conn: sa.Connection, job_ids: list[str], redactor: Redactor, *, schema: str
-) -> None:
-    query = f'SELECT job_id, question FROM "{schema}".jobs WHERE job_id = ANY(:jobs)'
+def _redact_questions(conn: sa.Connection, job_ids: list[str], redactor: Redactor) -> None:
+    query = "SELECT job_id, question FROM jobs WHERE job_id = ANY(:jobs)"
     for row in conn.execute(sa.text(query), {"jobs": job_ids}).all():
         redacted = redactor.redact(row.question or "")
         if row.question and redacted != row.question:
             conn.execute(
-                sa.text(f'UPDATE "{schema}".jobs SET question = :q WHERE job_id = :j'),
+                sa.text("UPDATE jobs SET question = :q WHERE job_id = :j"),
                 {"q": redacted, "j": row.job_id},
             )
 
@@ -215,7 +204,6 @@ def apply_policy(
     conn: sa.Connection,
     policy: RetentionPolicy,
     *,
-    schema: str,
     now: datetime,
     default_redactor: Redactor,
 ) -> RetentionOutcome:
@@ -224,11 +212,10 @@ def apply_policy(
     Args:
         conn: A connection inside a transaction.
         policy: The rules.
-        schema: The archive's schema.
         now: The time ages are measured from (a test may pass a later one).
         default_redactor: Rules for ``redact`` when the policy names none.
     """
-    due = due_jobs(conn, policy, schema=schema, now=now)
+    due = due_jobs(conn, policy, now=now)
     deleting = sorted(j for j, rule in due.items() if rule.action == "delete")
     redacting = sorted(j for j, rule in due.items() if rule.action == "redact")
     rules = policy.redaction
@@ -238,6 +225,6 @@ def apply_policy(
         else default_redactor
     )
     outcome = RetentionOutcome(deleted_jobs=len(deleting), redacted_jobs=len(redacting))
-    outcome.lines_changed += redact_content(conn, redacting, redactor, schema=schema)
-    outcome.lines_changed += delete_content(conn, deleting, schema=schema)
+    outcome.lines_changed += redact_content(conn, redacting, redactor)
+    outcome.lines_changed += delete_content(conn, deleting)
     return outcome

@@ -1,7 +1,12 @@
-"""Runs in the archive: record a run, follow its progress, read its results.
+"""Runs in the archive.
 
-A database module (SQLAlchemy). The tables are created by the Alembic migration
-(``migrations/``); their columns are described in ``models/archive.py``.
+Record a run, follow its progress, read its results, its questions again (``chatscribe rerun``) and
+its unfinished jobs (``chatscribe runs cancel``).
+
+A database module (SQLAlchemy): :mod:`pipeline.runs` calls these functions with the engine of
+:func:`pipeline.archive.engine.create_engine` and never touches SQLAlchemy itself. The tables
+are created by the Alembic migration (``migrations/``); their columns are described in
+:mod:`pipeline.archive.tables`.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Engine, text
+
+from pipeline.archive.engine import translate_errors
 
 TERMINAL_STATUSES = ("completed", "failed", "aborted")
 
@@ -106,11 +113,11 @@ class RunInfo:
         return out
 
 
-def read_run(engine: Engine, *, schema: str, run_id: str) -> RunInfo | None:
+def read_run(engine: Engine, *, run_id: str) -> RunInfo | None:
     """Returns: the ``runs`` row of ``run_id``, or None when no such run was recorded."""
     query = text(
         "SELECT run_id, name, source_file, chat_url, created_at, created_by,"
-        f' coalesce(job_count, 0) AS job_count FROM "{schema}".runs WHERE run_id = :run_id'
+        " coalesce(job_count, 0) AS job_count FROM runs WHERE run_id = :run_id"
     )
     with engine.connect() as connection:
         row = connection.execute(query, {"run_id": run_id}).one_or_none()
@@ -118,42 +125,55 @@ def read_run(engine: Engine, *, schema: str, run_id: str) -> RunInfo | None:
 
 
 def record_run(
-    connection: Connection,
+    engine: Engine,
     *,
-    schema: str,
     run_id: str,
     name: str | None,
     source_file: str | None,
-    chat_url: str,
+    chat_url: str | None,
     job_count: int,
     created_by: str,
     options: dict[str, Any],
+    rerun_of: str | None = None,
 ) -> None:
-    """Inserts the ``runs`` row (idempotent on ``run_id``)."""
-    connection.execute(
-        text(
-            f'INSERT INTO "{schema}".runs (run_id, name, source_file, chat_url, created_at,'
-            " created_by, job_count, options) VALUES (:run_id, :name, :source_file, :chat_url,"
-            " now(), :created_by, :job_count, CAST(:options AS jsonb))"
-            " ON CONFLICT (run_id) DO NOTHING"
-        ),
-        {
-            "run_id": run_id,
-            "name": name,
-            "source_file": source_file,
-            "chat_url": chat_url,
-            "created_by": created_by,
-            "job_count": job_count,
-            "options": json.dumps(options),
-        },
+    """Inserts the ``runs`` row (idempotent on ``run_id``), in a transaction of its own.
+
+    Args:
+        engine: The archive's engine.
+        run_id: The run's id.
+        name: The questions file's name for the run, if any.
+        source_file: The questions file's path (None for a rerun).
+        chat_url: The Chat API URL of every job, when they share one.
+        job_count: Jobs submitted.
+        created_by: The user who submitted the run.
+        options: Submission options (JSON object, stored as ``jsonb``).
+        rerun_of: The run this one asks again (``chatscribe rerun``), or None.
+    """
+    query = text(
+        "INSERT INTO runs (run_id, name, source_file, chat_url, created_at, created_by,"
+        " job_count, options, rerun_of) VALUES (:run_id, :name, :source_file, :chat_url, now(),"
+        " :created_by, :job_count, CAST(:options AS jsonb), :rerun_of)"
+        " ON CONFLICT (run_id) DO NOTHING"
     )
+    params = {
+        "run_id": run_id,
+        "name": name,
+        "source_file": source_file,
+        "chat_url": chat_url,
+        "created_by": created_by,
+        "job_count": job_count,
+        "options": json.dumps(options),
+        "rerun_of": rerun_of,
+    }
+    with engine.begin() as connection:
+        connection.execute(query, params)
 
 
-def run_progress(engine: Engine, *, schema: str, run_id: str, expected: int) -> RunProgress:
+def run_progress(engine: Engine, *, run_id: str, expected: int) -> RunProgress:
     """Counts a run's jobs by status. ``finished`` needs the job normalised at its last attempt."""
     query = text(
-        f"SELECT status, count(*) AS n, count(*) FILTER (WHERE normalised_attempt IS NOT NULL"
-        f' AND normalised_attempt = last_attempt) AS normalised FROM "{schema}".jobs'
+        "SELECT status, count(*) AS n, count(*) FILTER (WHERE normalised_attempt IS NOT NULL"
+        " AND normalised_attempt = last_attempt) AS normalised FROM jobs"
         " WHERE run_id = :run_id GROUP BY status"
     )
     with engine.connect() as connection:
@@ -202,13 +222,13 @@ SELECT j.job_id, j.run_id, j.persona, j.question, j.identity, j.status, j.chat_i
        j.http_status, j.line_count, j.started_at, j.finished_at,
        a.content AS final_answer, a.source AS answer_source,
        coalesce(q.sql, ARRAY[]::text[]) AS sql, coalesce(q.total_rows, ARRAY[]::int[]) AS total_rows
-FROM "{schema}".jobs j
-LEFT JOIN "{schema}".answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
+FROM jobs j
+LEFT JOIN answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
 LEFT JOIN LATERAL (
     SELECT array_agg(s.sql_query ORDER BY m.first_line) AS sql,
            array_agg(s.total_rows ORDER BY m.first_line) AS total_rows
-    FROM "{schema}".sql_queries s
-    JOIN "{schema}".messages m USING (job_id, attempt, message_id)
+    FROM sql_queries s
+    JOIN messages m USING (job_id, attempt, message_id)
     WHERE s.job_id = j.job_id AND s.attempt = j.last_attempt
 ) q ON true
 WHERE j.run_id = :run_id
@@ -216,10 +236,10 @@ ORDER BY j.submitted_at, j.job_id
 """
 
 
-def run_results(engine: Engine, *, schema: str, run_id: str) -> list[JobResult]:
+def run_results(engine: Engine, *, run_id: str) -> list[JobResult]:
     """Reads every job of a run with its final answer and SQL, in submission order."""
     with engine.connect() as connection:
-        rows = connection.execute(text(_RESULTS.format(schema=schema)), {"run_id": run_id}).all()
+        rows = connection.execute(text(_RESULTS), {"run_id": run_id}).all()
     return [_result(row._mapping) for row in rows]
 
 
@@ -244,16 +264,64 @@ def _result(row: Any) -> JobResult:
     )
 
 
-def count_rows(
-    engine: Engine, *, schema: str, run_id: str, tables: Sequence[str]
-) -> dict[str, int]:
+def count_rows(engine: Engine, *, run_id: str, tables: Sequence[str]) -> dict[str, int]:
     """Counts a run's rows in archive tables keyed by ``job_id`` (for the report's footer)."""
     counts = {}
     with engine.connect() as connection:
         for table in tables:
             query = text(
-                f'SELECT count(*) FROM "{schema}"."{table}" t JOIN "{schema}".jobs j'
+                f'SELECT count(*) FROM "{table}" t JOIN jobs j'
                 " USING (job_id) WHERE j.run_id = :run_id"
             )
             counts[table] = int(connection.execute(query, {"run_id": run_id}).scalar_one())
     return counts
+
+
+@dataclass(frozen=True)
+class PastQuestion:
+    """A job of a past run as ``chatscribe rerun`` asks it again.
+
+    Attributes:
+        question, persona, chat_url, active_branch_name: As archived.
+        session_settings: The job's ``sessionSettings`` (wire JSON object).
+        run_name: The past run's name, if it had one.
+    """
+
+    question: str
+    persona: str | None
+    session_settings: dict[str, Any]
+    chat_url: str
+    active_branch_name: str | None
+    run_name: str | None
+
+
+_PAST_QUESTIONS = """
+SELECT j.question, j.persona, j.session_settings, j.chat_url, j.active_branch_name,
+       r.name AS run_name
+FROM jobs j LEFT JOIN runs r ON r.run_id = j.run_id
+WHERE j.run_id = :run_id AND j.question IS NOT NULL AND j.session_settings IS NOT NULL
+ORDER BY j.submitted_at, j.job_id
+"""
+
+
+def past_questions(engine: Engine, *, run_id: str) -> list[PastQuestion]:
+    """Returns: the run's jobs that have a question and an identity.
+
+    In submission order (empty when the run is unknown).
+    """
+    with engine.connect() as connection:
+        rows = connection.execute(text(_PAST_QUESTIONS), {"run_id": run_id}).all()
+    return [PastQuestion(**row._asdict()) for row in rows]
+
+
+def unfinished_job_ids(engine: Engine, *, run_id: str, statuses: Sequence[str]) -> list[str]:
+    """Returns: the ids of the run's jobs whose status is one of ``statuses``, sorted.
+
+    Raises:
+        ArchiveUnavailableError: PostgreSQL cannot be reached.
+        ArchiveSchemaError: The schema has no ``jobs`` table (``chatscribe db upgrade``).
+    """
+    query = text("SELECT job_id FROM jobs WHERE run_id = :run AND status = ANY(:statuses)")
+    with translate_errors("read the run's jobs"), engine.connect() as connection:
+        rows = connection.execute(query, {"run": run_id, "statuses": list(statuses)})
+        return sorted(row.job_id for row in rows)

@@ -1,8 +1,9 @@
-"""The PostgreSQL archive writer: engine, migrations and one transaction per sink batch.
+"""The PostgreSQL archive writer: one transaction per sink batch.
 
 A database module (SQLAlchemy 2 Core, psycopg 3). SQLAlchemy owns the engine and the
 transaction; the line path reaches psycopg's ``cursor.copy()`` through the SQLAlchemy
-connection. Database errors are translated here, once:
+connection. Database errors are translated once, by
+:func:`pipeline.archive.engine.translate_errors`:
 
 * connection refused, server restarting, deadlock, serialization failure →
   :class:`~pipeline.errors.ArchiveUnavailableError` (transient: retry the whole batch);
@@ -43,6 +44,7 @@ from pipeline.archive import derived as archive_derived
 from pipeline.archive import jobs as archive_jobs
 from pipeline.archive import lines as archive_lines
 from pipeline.archive.engine import create_engine, translate_errors
+from pipeline.archive.parsed import ParsedLines
 from pipeline.archive.redaction import Redactor
 from pipeline.settings import Settings
 
@@ -119,21 +121,19 @@ class ArchiveWriter:
 
     Args:
         engine: From :func:`create_engine`; the writer does not own it unless built with
-            :meth:`from_settings`.
-        schema: The schema the tables live in (``settings.database_schema``).
+            :meth:`from_settings`; its connections' ``search_path`` is the archive's schema.
     """
 
     def __init__(
         self,
         engine: sa.Engine,
         *,
-        schema: str,
         owns_engine: bool = False,
         redactor: Redactor | None = None,
     ) -> None:
         self._engine = engine
-        self._schema = schema
         self._redactor = redactor
+        self._parsed = ParsedLines()
         self._owns_engine = owns_engine
         self.batches = 0
         self.lines_inserted = 0
@@ -147,11 +147,11 @@ class ArchiveWriter:
         redactor = Redactor.build(
             detectors=settings.redact_detectors, patterns=settings.redact_patterns
         )
-        return cls(engine, schema=settings.database_schema, owns_engine=True, redactor=redactor)
+        return cls(engine, owns_engine=True, redactor=redactor)
 
     def __repr__(self) -> str:
         return (
-            f"<ArchiveWriter schema={self._schema} batches={self.batches} "
+            f"<ArchiveWriter batches={self.batches} "
             f"lines_inserted={self.lines_inserted} events_inserted={self.events_inserted} "
             f"attempts_normalised={self.attempts_normalised}>"
         )
@@ -182,12 +182,11 @@ class ArchiveWriter:
         started = time.monotonic()
         with collector_paused(), translate_errors("write_batch"), self._engine.begin() as conn:
             events_inserted, jobs_updated = self._write_events(conn, lines, events)
-            lines_inserted = archive_lines.write_lines(
-                conn, lines, schema=self._schema, redactor=self._redactor
-            )
-            known = {(line.job_id, line.attempt, line.line_no): line for line in lines}
+            lines_inserted = archive_lines.write_lines(conn, lines, redactor=self._redactor)
+            self._parsed.add(lines)
             touched = _touched(lines, events)
-            normalised = archive_derived.normalise_ready(conn, touched, known=known)
+            normalised = archive_derived.normalise_ready(conn, touched, known=self._parsed.known)
+        self._parsed.forget(normalised)
         outcome = BatchOutcome(
             lines=len(lines),
             events=len(events),

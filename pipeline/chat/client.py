@@ -79,12 +79,12 @@ _STATUS_ERRORS: Final[dict[int, type[ChatClientError]]] = {
 
 @dataclass(frozen=True, slots=True)
 class StreamLine:
-    """One NDJSON line of a chat stream, as received.
+    r"""One NDJSON line of a chat stream, as received.
 
     Attributes:
         line_no: Position in this stream, counting from 1.
-        raw: The line's bytes without ``\\n`` (``\\r`` and invalid UTF-8 kept).
-        terminated: False only for a last line the stream ended (or broke) without ``\\n``.
+        raw: The line's bytes without ``\n`` (``\r`` and invalid UTF-8 kept).
+        terminated: False only for a last line the stream ended (or broke) without ``\n``.
         received_at: When the chunk completing the line arrived (UTC).
         message, parse_error: The parsed message, or why the line did not parse
             (:func:`models.records.parse_line`).
@@ -267,7 +267,7 @@ class ChatClient:
     async def stream_chat(
         self, url: str, request: ChatRequest, *, api_key: str | SecretStr | None = None
     ) -> AsyncGenerator[StreamLine, None]:
-        """Streams a chat turn line by line (interface, "1. Chat").
+        r"""Streams a chat turn line by line (interface, "1. Chat").
 
         The status is checked before the first line is yielded. Use it under
         ``contextlib.aclosing`` so that leaving early closes the connection at once.
@@ -278,7 +278,7 @@ class ChatClient:
             api_key: Key for this call instead of the client's own (a job's own key).
 
         Yields:
-            Every line in order, line numbers from 1; a last line without ``\\n`` comes with
+            Every line in order, line numbers from 1; a last line without ``\n`` comes with
             ``terminated=False``, also when the stream breaks mid-line (before the error).
 
         Raises:
@@ -357,8 +357,11 @@ class ChatClient:
     async def _call(
         self, url: str, body: dict[str, Any], api_key: str | SecretStr | None = None
     ) -> AsyncIterator[httpx.Response]:
-        """POSTs ``body`` through the least busy pool; yields the successful streaming response
-        and closes it on exit. Raises as :meth:`stream_chat` (before yielding)."""
+        """POSTs ``body`` through the least busy pool.
+
+        Yields the successful streaming response and closes it on exit. Raises as
+        :meth:`stream_chat` (before yielding).
+        """
         pool = min(range(len(self._pools)), key=self._load)
         self._next = pool + 1
         self._in_flight[pool] += 1

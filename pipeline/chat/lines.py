@@ -1,7 +1,7 @@
-"""Splitting an NDJSON byte stream into lines, bytes kept exactly as received.
+r"""Splitting an NDJSON byte stream into lines, bytes kept exactly as received.
 
 Pure: no I/O. The chat client feeds network chunks in; complete lines come out. A line is
-everything up to (not including) a ``\\n``; ``\\r`` and invalid UTF-8 are kept because the
+everything up to (not including) a ``\n``; ``\r`` and invalid UTF-8 are kept because the
 archive stores the stream byte for byte (design.md, "Flow"). Empty lines are lines too.
 """
 
@@ -14,11 +14,11 @@ NEWLINE = b"\n"
 
 @dataclass(frozen=True, slots=True)
 class RawLine:
-    """One line of the byte stream.
+    r"""One line of the byte stream.
 
     Attributes:
-        raw: The line's bytes without the ``\\n`` terminator (``\\r`` kept).
-        terminated: False only for a last line the stream ended without ``\\n``.
+        raw: The line's bytes without the ``\n`` terminator (``\r`` kept).
+        terminated: False only for a last line the stream ended without ``\n``.
     """
 
     raw: bytes
@@ -26,7 +26,7 @@ class RawLine:
 
 
 class NdjsonSplitter:
-    """Incremental ``\\n`` splitter for chunks of any size.
+    r"""Incremental ``\n`` splitter for chunks of any size.
 
     Each byte is scanned once, so a 20 MiB line arriving in 64 KiB chunks costs linear time.
 
@@ -53,7 +53,7 @@ class NdjsonSplitter:
 
     @property
     def pending_bytes(self) -> int:
-        """Bytes received after the last ``\\n``, not yet part of a complete line."""
+        r"""Bytes received after the last ``\n``, not yet part of a complete line."""
         return len(self._buffer)
 
     def feed(self, chunk: bytes) -> list[RawLine]:
@@ -85,11 +85,11 @@ class NdjsonSplitter:
         return lines
 
     def finish(self) -> RawLine | None:
-        """Ends the stream.
+        r"""Ends the stream.
 
         Returns:
             The unterminated remainder as ``RawLine(terminated=False)``, or None when the stream
-            ended right after a ``\\n`` (or was empty). The splitter is empty afterwards.
+            ended right after a ``\n`` (or was empty). The splitter is empty afterwards.
         """
         if not self._buffer:
             return None

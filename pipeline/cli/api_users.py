@@ -23,10 +23,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from chat_api.errors import ChatApiError
-from chat_api.settings import ChatApiSettings
-from chat_api.state.database import StateDatabase, add_key, count_keys, open_state, revoke_key
-from chat_api.state.users import UserDirectory
+from chat_api import ChatApiError, ChatApiSettings
+from chat_api.state import (
+    StateDatabase,
+    UserDirectory,
+    add_key,
+    count_keys,
+    open_state,
+    revoke_key,
+)
 
 users_app = typer.Typer(no_args_is_help=True, help="Chat API users (internal and external).")
 keys_app = typer.Typer(no_args_is_help=True, help="Chat API keys (stored hashed).")

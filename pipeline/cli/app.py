@@ -84,8 +84,8 @@ def api_serve(
 ) -> None:
     """Serve the Chat API (chat stream, abort, generate-session) under uvicorn."""
     _logging(verbose)
-    from chat_api.http.server import serve
-    from chat_api.settings import ChatApiSettings
+    from chat_api import ChatApiSettings
+    from chat_api.http import serve
 
     serve(ChatApiSettings(), host=host, port=port)
 

@@ -68,14 +68,13 @@ def replay(
         serve(settings, host=host, port=port, speed=speed, run_id=run)
         return
     from pipeline.archive.engine import create_engine
-    from pipeline.archive.replay import ReplayError, read_attempt, write_ndjson
+    from pipeline.archive.replay import read_attempt, write_ndjson
+    from pipeline.errors import ReplayError
 
     engine = create_engine(settings)
     try:
         with engine.connect() as conn:
-            _, lines = read_attempt(
-                conn, schema=settings.database_schema, job_id=target, attempt=attempt
-            )
+            _, lines = read_attempt(conn, job_id=target, attempt=attempt)
     except ReplayError as exc:
         raise _fail(str(exc)) from exc
     finally:
@@ -97,7 +96,7 @@ def rerun(
     timeout: Annotated[float, typer.Option(help="Seconds to wait.")] = 600.0,
 ) -> None:
     """Ask a past run's questions again, as the same identities, as a new linked run."""
-    from pipeline.archive.diff import RunNotFoundError
+    from pipeline.errors import RunNotFoundError
     from pipeline.reports.run_report import render_json, render_table, summary
     from pipeline.runs.rerun import rerun as run_again
 
@@ -124,16 +123,16 @@ def diff(
     rel_tol: Annotated[float, typer.Option(help="Relative tolerance for numbers.")] = 1e-6,
 ) -> None:
     """Compare two runs per (question, identity); exit 1 when results regressed."""
-    from pipeline.archive.diff import RunNotFoundError, diff_runs, load_run
+    from pipeline.archive.diff import diff_runs, load_run
     from pipeline.archive.engine import create_engine
+    from pipeline.errors import RunNotFoundError
     from pipeline.reports.diff_report import render_diff
 
     settings = Settings()
     engine = create_engine(settings)
     try:
-        with engine.connect() as conn:
-            a = load_run(conn, schema=settings.database_schema, run_id=run_a)
-            b = load_run(conn, schema=settings.database_schema, run_id=run_b)
+        a = load_run(engine, run_id=run_a)
+        b = load_run(engine, run_id=run_b)
     except RunNotFoundError as exc:
         raise _fail(str(exc)) from exc
     finally:
@@ -166,7 +165,7 @@ def audit(
     engine = create_engine(settings)
     try:
         with engine.connect() as conn:
-            entries = read_entries(conn, schema=settings.database_schema, flt=flt)
+            entries = read_entries(conn, flt=flt)
     finally:
         engine.dispose()
     if fmt == "csv":
@@ -195,7 +194,7 @@ def verify(
     engine = create_engine(settings)
     try:
         with engine.connect() as conn:
-            report = check(conn, schema=settings.database_schema, run_id=run, job_id=job)
+            report = check(conn, run_id=run, job_id=job)
     finally:
         engine.dispose()
     console = Console()
@@ -219,8 +218,9 @@ def retention_apply(
 ) -> None:
     """Delete or redact content past its age, keeping metadata and hashes."""
     from pipeline.archive.engine import create_engine
-    from pipeline.archive.redaction import RedactionRuleError, Redactor
-    from pipeline.archive.retention import RetentionPolicyError, apply_policy, load_policy
+    from pipeline.archive.redaction import Redactor
+    from pipeline.archive.retention import apply_policy, load_policy
+    from pipeline.errors import RedactionRuleError, RetentionPolicyError
 
     settings = Settings()
     try:
@@ -236,7 +236,6 @@ def retention_apply(
             outcome = apply_policy(
                 conn,
                 rules,
-                schema=settings.database_schema,
                 now=_when(now) or datetime.now(UTC),
                 default_redactor=default,
             )

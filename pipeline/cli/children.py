@@ -16,15 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from pipeline.errors import ChildError
+
 logger = logging.getLogger(__name__)
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 """The repository root: children run from here (so ``-m pipeline.cli.app`` resolves)."""
 STOP_TIMEOUT_S: Final = 20.0
-
-
-class ChildError(RuntimeError):
-    """A child process died or did not get ready; the message ends with its log."""
 
 
 @dataclass
@@ -44,7 +42,10 @@ class Child:
         """Raises ChildError when the process has exited."""
         code = self.process.poll()
         if code is not None:
-            raise ChildError(f"{self.name} exited with {code}; its log ends:\n{self.tail()}")
+            raise ChildError(
+                f"{self.name} exited with {code}; its log ends:\n{self.tail()}",
+                name=self.name,
+            )
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM, then SIGKILL after ``timeout_s`` seconds; safe to call twice."""

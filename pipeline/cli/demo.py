@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 
 from models import wire
 from pipeline.archive.engine import upgrade
-from pipeline.cli.children import Child, ChildError, start_child
+from pipeline.cli.children import Child, start_child
+from pipeline.errors import ChildError
 from pipeline.kafka.clients import ensure_topics
 from pipeline.runs.runner import RunOutcome, run_questions_file
 from pipeline.settings import Settings
@@ -55,7 +56,10 @@ def _wait_for_api(child: Child, chat_url: str) -> None:
     while not _api_answers(chat_url):
         child.check()
         if time.monotonic() > deadline:
-            raise ChildError(f"Chat API not ready after {READY_TIMEOUT_S:.0f} s:\n{child.tail()}")
+            raise ChildError(
+                f"Chat API not ready after {READY_TIMEOUT_S:.0f} s:\n{child.tail()}",
+                name=child.name,
+            )
         time.sleep(0.5)
 
 

@@ -24,9 +24,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pipeline.errors import DeadLetterNotFoundError
 from pipeline.kafka.dead_letters import (
     DLQ_TOPICS,
-    DeadLetterNotFoundError,
     DeadLetterRef,
     StoredDeadLetter,
     read_dead_letter,
@@ -184,7 +184,7 @@ def _detail(stored: StoredDeadLetter) -> dict[str, Any]:
 
 
 def _text(value: bytes | None) -> str:
-    """Returns: ``value`` as text, undecodable bytes as ``\\xNN`` escapes."""
+    r"""Returns: ``value`` as text, undecodable bytes as ``\xNN`` escapes."""
     if value is None:
         return "-"
     return value.decode("utf-8", errors="backslashreplace")

@@ -37,15 +37,14 @@ def show(run_id: RunId, json_output: JsonOutput = False) -> None:
     from pipeline.archive.runs import read_run, run_progress, run_results, run_throttling
 
     settings = Settings()
-    schema = settings.database_schema
     engine = create_engine(settings)
     try:
-        run = read_run(engine, schema=schema, run_id=run_id)
+        run = read_run(engine, run_id=run_id)
         if run is None:
             _unknown(run_id)
-        progress = run_progress(engine, schema=schema, run_id=run_id, expected=run.job_count)
-        results = run_results(engine, schema=schema, run_id=run_id)
-        throttling = run_throttling(engine, schema=schema, run_id=run_id)
+        progress = run_progress(engine, run_id=run_id, expected=run.job_count)
+        results = run_results(engine, run_id=run_id)
+        throttling = run_throttling(engine, run_id=run_id)
     finally:
         engine.dispose()
     if json_output:
@@ -79,14 +78,15 @@ def wait(
     json_output: JsonOutput = False,
 ) -> None:
     """Wait until every job of the run finished, print its report; exit 1 unless all completed."""
+    from pipeline.errors import RunNotFoundError
     from pipeline.reports.run_report import render_json, render_table, summary
-    from pipeline.runs.runner import UnknownRunError, wait_for_run
+    from pipeline.runs.runner import wait_for_run
 
     try:
         outcome = asyncio.run(
             wait_for_run(Settings(), run_id, timeout_s=timeout, show_progress=not json_output)
         )
-    except UnknownRunError:
+    except RunNotFoundError:
         _unknown(run_id)
     if json_output:
         print(render_json(outcome.results))

@@ -28,7 +28,7 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
 from models.records import JobEvent, LineEnvelope
 from models.wire import TOPIC_JOB_EVENTS, TOPIC_LINES
-from pipeline.errors import PermanentError, TransientError
+from pipeline.errors import RecordDeliveryError, RecordTooLargeError
 from pipeline.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -55,32 +55,6 @@ PRUNE_PENDING_AT: Final = 1024
 """A job's output forgets acknowledged records once this many are tracked."""
 
 Headers = Sequence[tuple[str, bytes]]
-
-
-class RecordDeliveryError(TransientError):
-    """Kafka did not confirm a record (broker unreachable, timeout, not enough replicas).
-
-    Attributes:
-        topic: The topic the record was for.
-    """
-
-    def __init__(self, message: str, *, topic: str) -> None:
-        super().__init__(f"{message} (topic={topic})")
-        self.topic = topic
-
-
-class RecordTooLargeError(PermanentError):
-    """A record is larger than ``max_record_bytes`` and can never be produced.
-
-    Attributes:
-        topic: The topic the record was for.
-        size_bytes: Size of the value.
-    """
-
-    def __init__(self, message: str, *, topic: str, size_bytes: int) -> None:
-        super().__init__(f"{message} (topic={topic} size_bytes={size_bytes})")
-        self.topic = topic
-        self.size_bytes = size_bytes
 
 
 def create_producer(settings: Settings, *, client_id: str = "chatscribe") -> AIOKafkaProducer:

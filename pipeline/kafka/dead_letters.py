@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final
@@ -28,9 +28,15 @@ from aiokafka.errors import KafkaError
 from models import wire
 from models.errors import LineRecordError
 from models.records import DeadLetter
-from pipeline.errors import PermanentError
-from pipeline.kafka.clients import (
+from pipeline.errors import (
+    DeadLetterNotFoundError,
+    InvalidJobError,
+    InvalidRecordError,
+    NotReplayableError,
     RecordDeliveryError,
+)
+from pipeline.kafka.clients import (
+    Pending,
     create_consumer,
     create_producer,
     delivered,
@@ -40,34 +46,46 @@ from pipeline.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-MAX_REASON_CHARS: Final = 1000
+MAX_REASON_CHARS: Final = 2000
+"""Longest reason kept in a dead letter's header (a pydantic summary of a bad job fits)."""
 
 Record = Any
 """An ``aiokafka.structs.ConsumerRecord`` (aiokafka ships no type hints)."""
 
 
-async def send_dead_letters(producer: Any, topic: str, dead: Sequence[tuple[Record, str]]) -> None:
-    """Produces each record to ``topic`` with its reason and waits for every acknowledgement.
+DeadRecord = tuple[Record, "InvalidJobError | InvalidRecordError"]
+"""A record that cannot be processed and the error that says why (its ``reason`` and position)."""
+
+
+async def send_dead_letters(producer: Any, topic: str, dead: Sequence[DeadRecord]) -> None:
+    """The one dead-letter writer.
+
+    The worker's unreadable jobs and the sink's unarchivable records alike. Produces each record
+    to ``topic`` and waits for every acknowledgement.
+
+    One rule set (design.md, "Flow"): a dead letter keeps the original key, value (bytes
+    unchanged) and headers, and adds the :class:`models.records.DeadLetter` headers: the
+    error's ``reason`` cut to :data:`MAX_REASON_CHARS` and the source topic, partition and offset.
 
     Args:
         producer: A started ``AIOKafkaProducer`` (:func:`pipeline.kafka.clients.create_producer`).
         topic: The full dead-letter topic name.
-        dead: ``(consumer record, reason)`` pairs; reasons are cut to ``MAX_REASON_CHARS``.
+        dead: ``(consumer record, error)`` pairs; the record is an aiokafka ``ConsumerRecord``
+            or a faust ``Message`` (headers as pairs or as a mapping).
 
     Raises:
         RecordDeliveryError: Kafka did not acknowledge a dead letter.
+        RecordTooLargeError: A dead letter is larger than ``max_record_bytes``.
     """
-    try:
-        pending = [await _send(producer, topic, record, reason) for record, reason in dead]
-        for future in pending:
-            await future
-    except KafkaError as exc:
-        raise RecordDeliveryError(f"dead letter not delivered: {exc!r}", topic=topic) from exc
+    pending = [await _send(producer, topic, record, error) for record, error in dead]
+    await delivered(pending)
 
 
-async def _send(producer: Any, topic: str, record: Record, reason: str) -> Any:
+async def _send(
+    producer: Any, topic: str, record: Record, error: InvalidJobError | InvalidRecordError
+) -> Pending:
     letter = DeadLetter(
-        reason=reason[:MAX_REASON_CHARS],
+        reason=error.reason[:MAX_REASON_CHARS],
         source_topic=record.topic,
         source_partition=record.partition,
         source_offset=record.offset,
@@ -79,8 +97,10 @@ async def _send(producer: Any, topic: str, record: Record, reason: str) -> Any:
         record.offset,
         letter.reason,
     )
-    headers = [*(record.headers or ()), *letter.headers()]
-    return await producer.send(topic, record.value, key=record.key, headers=headers)
+    original = record.headers or ()
+    pairs = list(original.items()) if isinstance(original, Mapping) else list(original)
+    headers = [*pairs, *letter.headers()]
+    return await send(producer, topic, key=record.key, value=record.value or b"", headers=headers)
 
 
 DLQ_TOPICS: Final = (wire.TOPIC_REQUESTS_DLQ, wire.TOPIC_LINES_DLQ)
@@ -94,30 +114,6 @@ _DLQ_HEADERS: Final = frozenset(
     }
 )
 READ_TIMEOUT_S: Final = 30.0
-
-
-class DeadLetterNotFoundError(PermanentError):
-    """No record at this position of a dead-letter topic.
-
-    Attributes:
-        topic, partition, offset: The position asked for.
-    """
-
-    def __init__(self, topic: str, partition: int, offset: int) -> None:
-        super().__init__(f"no dead letter at {topic}:{partition}:{offset}")
-        self.topic, self.partition, self.offset = topic, partition, offset
-
-
-class NotReplayableError(PermanentError):
-    """A dead letter lacks the source-topic header, so there is nowhere to replay it.
-
-    Attributes:
-        ref: The dead letter's ``topic:partition:offset``.
-    """
-
-    def __init__(self, ref: str) -> None:
-        super().__init__(f"dead letter {ref} has no {wire.HEADER_DLQ_SOURCE_TOPIC} header")
-        self.ref = ref
 
 
 @dataclass(frozen=True)
@@ -226,8 +222,9 @@ async def read_dead_letter(settings: Settings, ref: DeadLetterRef) -> StoredDead
 
 
 async def replay(settings: Settings, letters: Sequence[StoredDeadLetter]) -> list[str]:
-    """Re-submits each dead letter's original record (key, value, original headers) to its
-    source topic and waits for Kafka's acknowledgements.
+    """Re-submits each dead letter's original record to its source topic.
+
+    Key, value and original headers; waits for Kafka's acknowledgements.
 
     Replaying is safe to repeat on the archive side: lines and events are stored idempotently
     on their business keys (job, attempt, line number), so a replayed record that was already
@@ -243,7 +240,7 @@ async def replay(settings: Settings, letters: Sequence[StoredDeadLetter]) -> lis
     targets = []
     for stored in letters:
         if stored.letter is None:
-            raise NotReplayableError(str(stored.ref))
+            raise NotReplayableError(str(stored.ref), header=wire.HEADER_DLQ_SOURCE_TOPIC)
         targets.append(stored.letter.source_topic)
     producer = create_producer(settings, client_id="chatscribe-dlq-replay")
     await producer.start()

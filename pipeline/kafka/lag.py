@@ -1,9 +1,17 @@
-"""Consumer lag of the worker group, per partition, as a Prometheus gauge.
+"""Consumer lag: the one definition, and the two places that measure it.
 
-Lag of a partition = its end offset (high watermark) − the group's committed offset: the
-``chat.requests`` records not yet finished and committed. Each worker reports the partitions
-assigned to it, so summing the gauge over workers gives the group's lag without double counting.
-A group-less read of committed offsets does not join the group, so it never causes a rebalance.
+Lag of a partition = its end offset (high watermark) − the offset the group reads next, never
+negative (:func:`records_behind`; the figure ``kafka-consumer-groups.sh`` shows as LAG). Who
+knows "the offset the group reads next" decides how it is read:
+
+* the worker (:class:`LagReporter`): the group's committed offset on ``chat.requests``, read by a
+  consumer that does not join the group (so it never causes a rebalance): records not yet
+  finished and committed. Each worker reports the partitions assigned to it, so summing the
+  gauge over workers gives the group's lag without double counting;
+* the sink (:func:`assigned_lag`): its own consumer's position, from the high watermark of the
+  last fetch, with no broker round trip (it runs after every batch); the sink commits each
+  batch right after writing it, so its position is the committed offset plus at most the batch
+  fetched ahead (:mod:`pipeline.sink.prefetch`).
 """
 
 from __future__ import annotations
@@ -11,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from typing import Final
+from typing import Any, Final
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import IllegalStateError, KafkaError
 
 from pipeline import metrics
 from pipeline.kafka.clients import create_consumer
@@ -26,6 +34,39 @@ LAG_INTERVAL_S: Final = 5.0
 
 Assignment = Callable[[], Iterable[tuple[str, int]]]
 """Returns the ``(topic, partition)`` pairs assigned to this worker right now."""
+
+
+def records_behind(end_offset: int, next_offset: int) -> int:
+    """Returns: the lag of one partition in records (see the module docstring).
+
+    Args:
+        end_offset: The partition's end offset (high watermark): one past its last record.
+        next_offset: The offset the group reads next (committed offset, or position).
+    """
+    return max(end_offset - next_offset, 0)
+
+
+async def assigned_lag(consumer: Any) -> list[tuple[str, int, int]] | None:
+    """Returns: ``(topic, partition, lag in records)`` of every partition of ``consumer``.
+
+    None when not known (no fetch yet, or rebalancing). The position counts a batch fetched
+    ahead as consumed.
+
+    Args:
+        consumer: A started, subscribed ``AIOKafkaConsumer`` (the sink's).
+    """
+    found: list[tuple[str, int, int]] = []
+    try:
+        for tp in consumer.assignment():
+            highwater = consumer.highwater(tp)
+            if highwater is None:
+                return None
+            found.append(
+                (tp.topic, tp.partition, records_behind(highwater, await consumer.position(tp)))
+            )
+    except (IllegalStateError, KafkaError):
+        return None  # rebalancing: no figure this time
+    return found
 
 
 class LagReporter:
@@ -77,8 +118,7 @@ class LagReporter:
         ends = await consumer.end_offsets(tps) if tps else {}
         lags: dict[tuple[str, int], int] = {}
         for tp in tps:
-            committed = await consumer.committed(tp) or 0
-            lag = max(ends[tp] - committed, 0)
+            lag = records_behind(ends[tp], await consumer.committed(tp) or 0)
             lags[(tp.topic, tp.partition)] = lag
             metrics.CONSUMER_LAG.labels(topic=tp.topic, partition=str(tp.partition)).set(lag)
         for topic, partition in self._reported - set(lags):

@@ -28,20 +28,19 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Final
 
-import sqlalchemy as sa
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from chat_api.errors import NotFoundError, RequestError, UnauthorizedError
-from chat_api.http.app import error_response, read_body
-from chat_api.settings import ChatApiSettings
+from chat_api import ChatApiSettings, NotFoundError, RequestError, UnauthorizedError
+from chat_api.http import error_response, read_body
 from models import wire
 from models.chat import AbortRequest, ChatRequest
-from pipeline.archive.engine import create_engine
-from pipeline.archive.replay import StoredLine, read_attempt
+from pipeline.archive.engine import ArchiveEngine, create_engine
+from pipeline.archive.replay import StoredLine, find_conversation
+from pipeline.errors import ReplayError
 from pipeline.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -53,25 +52,14 @@ ABORTED_LINE: Final = (
     json.dumps({"id": wire.ID_ABORTED, "type": "abort", "code": "chat_aborted"}).encode() + b"\n"
 )
 
-_FIND = """
-SELECT j.job_id FROM "{schema}".jobs j
-WHERE j.question = :question AND j.identity = :identity AND j.last_attempt > 0
-  AND EXISTS (SELECT 1 FROM "{schema}".stream_lines s
-              WHERE s.job_id = j.job_id AND s.attempt = j.last_attempt)
-  {run_filter}
-ORDER BY (j.status = 'completed') DESC, j.finished_at DESC NULLS LAST, j.job_id
-LIMIT 1
-"""
-
 
 class ReplayService:
     """The endpoints and the archive connection they share."""
 
     def __init__(
         self,
-        engine: sa.Engine,
+        engine: ArchiveEngine,
         *,
-        schema: str,
         speed: float,
         api_keys: Sequence[str],
         run_id: str | None = None,
@@ -79,7 +67,6 @@ class ReplayService:
         if speed < 0:
             raise ValueError("speed must be >= 0 (0: no delay)")
         self._engine = engine
-        self._schema = schema
         self._speed = speed
         self._keys = [key.encode() for key in api_keys]
         self._run_id = run_id
@@ -87,7 +74,7 @@ class ReplayService:
         self.replays = 0
 
     def __repr__(self) -> str:
-        return f"<ReplayService schema={self._schema} speed={self._speed} replays={self.replays}>"
+        return f"<ReplayService speed={self._speed} replays={self.replays}>"
 
     async def chat(self, request: Request) -> Response:
         """Streams the archived answer to ``input`` asked as ``sessionSettings``' identity."""
@@ -113,14 +100,12 @@ class ReplayService:
         return Response(status_code=204)
 
     def _lines(self, question: str, identity: str) -> list[StoredLine]:
-        run_filter = "AND j.run_id = :run_id" if self._run_id else ""
-        query = sa.text(_FIND.format(schema=self._schema, run_filter=run_filter))
-        params = {"question": question, "identity": identity, "run_id": self._run_id}
-        with self._engine.connect() as conn:
-            job_id = conn.execute(query, params).scalar()
-            if job_id is None:
-                raise NotFoundError(f"no archived conversation for this question as {identity}")
-            _, lines = read_attempt(conn, schema=self._schema, job_id=job_id)
+        try:
+            job_id, lines = find_conversation(
+                self._engine, question=question, identity=identity, run_id=self._run_id
+            )
+        except ReplayError as exc:
+            raise NotFoundError(str(exc)) from exc
         logger.info("replaying job_id=%s lines=%d", job_id, len(lines))
         return lines
 
@@ -185,7 +170,7 @@ def create_app(
     speed: float = 1.0,
     api_keys: Sequence[str] | None = None,
     run_id: str | None = None,
-    engine: sa.Engine | None = None,
+    engine: ArchiveEngine | None = None,
 ) -> Starlette:
     """Builds the replay app.
 
@@ -202,9 +187,7 @@ def create_app(
     keys = api_keys or [k.get_secret_value() for k in ChatApiSettings().api_keys]
     own = engine is None
     engine = engine or create_engine(settings)
-    service = ReplayService(
-        engine, schema=settings.database_schema, speed=speed, api_keys=keys, run_id=run_id
-    )
+    service = ReplayService(engine, speed=speed, api_keys=keys, run_id=run_id)
     routes = [
         Route("/healthz", _health, methods=["GET"]),
         Route(wire.CHAT_PATH_TEMPLATE, service.chat, methods=["POST"]),

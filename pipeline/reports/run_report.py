@@ -22,9 +22,12 @@ def render_table(
     title: str,
     accuracy: Mapping[str, bool] | None = None,
 ) -> None:
-    """Prints one row per job: persona, question, status, final answer, SQL, total rows, and,
-    given ``accuracy`` (job id → result matched the expected rows, :mod:`pipeline.runs.accuracy`),
-    an ``EX`` column (✓, ✗, or - without an expectation)."""
+    """Prints one row per job.
+
+    Persona, question, status, final answer, SQL, total rows, and, given ``accuracy`` (job id →
+    result matched the expected rows, :mod:`pipeline.runs.accuracy`), an ``EX`` column (✓, ✗, or
+    - without an expectation).
+    """
     table = Table(title=title, show_lines=True, expand=True)
     table.add_column("persona", no_wrap=True)
     table.add_column("question", ratio=2)

@@ -107,8 +107,7 @@ def run_accuracy(settings: Settings, run_id: str, path: Path) -> dict[str, bool]
         return {}
     engine = create_engine(settings)
     try:
-        with engine.connect() as conn:
-            jobs = load_run(conn, schema=settings.database_schema, run_id=run_id)
+        jobs = load_run(engine, run_id=run_id)
     finally:
         engine.dispose()
     return score(jobs, expectations)

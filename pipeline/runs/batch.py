@@ -37,19 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from models.chat import SessionSettings
 from models.records import MAX_REQUESTS_PER_MINUTE, ChatJob, RateLimits
+from pipeline.errors import QuestionsFileError
 from pipeline.transcript.result_compare import ExpectedResult
-
-
-class QuestionsFileError(ValueError):
-    """The questions file cannot be read or does not validate.
-
-    Attributes:
-        path: The file.
-    """
-
-    def __init__(self, message: str, *, path: Path) -> None:
-        super().__init__(f"{path}: {message}")
-        self.path = path
 
 
 class LimitsSpec(BaseModel):

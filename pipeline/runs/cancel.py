@@ -1,7 +1,7 @@
 """Cancelling a whole run: its unfinished jobs, read from the archive, each get a cancellation.
 
-A database module (SQLAlchemy): the run's jobs are the ``jobs`` rows of ``run_id`` in
-``settings.database_schema`` whose status is not final yet (``submitted``, ``running``); the
+The run's jobs are the ``jobs`` rows of ``run_id`` whose status is not final yet
+(``submitted``, ``running``; read by :func:`pipeline.archive.runs.unfinished_job_ids`); the
 cancellations themselves are published by :func:`pipeline.runs.submit.cancel_jobs`.
 """
 
@@ -10,18 +10,14 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-import sqlalchemy as sa
-
-from pipeline.archive.engine import create_engine, translate_errors
+from pipeline.archive import runs as archive_runs
+from pipeline.archive.engine import create_engine
 from pipeline.runs.submit import cancel_jobs
 from pipeline.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 UNFINISHED: Final = ("submitted", "running")
-_JOBS_SQL: Final = (
-    "SELECT job_id FROM {schema}.jobs WHERE run_id = :run AND status = ANY(:statuses)"
-)
 
 
 def unfinished_job_ids(settings: Settings, run_id: str) -> list[str]:
@@ -31,12 +27,9 @@ def unfinished_job_ids(settings: Settings, run_id: str) -> list[str]:
         ArchiveUnavailableError: PostgreSQL cannot be reached.
         ArchiveSchemaError: The schema has no ``jobs`` table (``chatscribe db upgrade``).
     """
-    query = sa.text(_JOBS_SQL.format(schema=settings.database_schema))
     engine = create_engine(settings)
     try:
-        with translate_errors("read the run's jobs"), engine.connect() as connection:
-            rows = connection.execute(query, {"run": run_id, "statuses": list(UNFINISHED)})
-            return sorted(row.job_id for row in rows)
+        return archive_runs.unfinished_job_ids(engine, run_id=run_id, statuses=UNFINISHED)
     finally:
         engine.dispose()
 

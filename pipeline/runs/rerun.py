@@ -11,54 +11,49 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-import json
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Final
-
-import sqlalchemy as sa
+from typing import Final
 
 from models.records import ChatJob
-from pipeline.archive.diff import RunNotFoundError
 from pipeline.archive.engine import create_engine
-from pipeline.archive.runs import count_rows, run_progress, run_results
+from pipeline.archive.runs import (
+    PastQuestion,
+    count_rows,
+    past_questions,
+    record_run,
+    run_progress,
+    run_results,
+)
+from pipeline.errors import RunNotFoundError
 from pipeline.runs.runner import ARCHIVE_TABLES, RunOutcome
 from pipeline.runs.submit import submit_jobs
 from pipeline.settings import Settings
 
 POLL_INTERVAL_S: Final = 0.5
 
-_OLD_JOBS = """
-SELECT j.question, j.persona, j.session_settings, j.chat_url, j.active_branch_name, r.name,
-       r.options
-FROM "{schema}".jobs j LEFT JOIN "{schema}".runs r ON r.run_id = j.run_id
-WHERE j.run_id = :run_id AND j.question IS NOT NULL AND j.session_settings IS NOT NULL
-ORDER BY j.submitted_at, j.job_id
-"""
-_RECORD = """
-INSERT INTO "{schema}".runs (run_id, name, source_file, chat_url, created_by, job_count, options,
-                             rerun_of)
-VALUES (:run_id, :name, NULL, :chat_url, :created_by, :job_count, CAST(:options AS jsonb), :old)
-ON CONFLICT (run_id) DO NOTHING
-"""
-
 
 def rerun_jobs(
-    conn: sa.Connection, *, schema: str, run_id: str, new_run_id: str, chat_url: str | None
-) -> tuple[str | None, list[ChatJob]]:
+    past: list[PastQuestion], *, run_id: str, new_run_id: str, chat_url: str | None
+) -> list[ChatJob]:
     """Builds the new run's jobs from the old run's archived jobs.
 
+    Args:
+        past: The old run's questions (:func:`pipeline.archive.runs.past_questions`).
+        run_id: The old run (for the error).
+        new_run_id: The new run's id.
+        chat_url: Chat endpoint for every job (None: each job's archived URL).
+
     Returns:
-        ``(old run name, jobs)`` in the old run's submission order.
+        The jobs, in the old run's submission order, each with a fresh id.
 
     Raises:
         RunNotFoundError: The old run has no job with a question and an identity.
     """
-    rows = conn.execute(sa.text(_OLD_JOBS.format(schema=schema)), {"run_id": run_id}).all()
-    if not rows:
+    if not past:
         raise RunNotFoundError(run_id)
-    jobs = [
+    return [
         ChatJob.model_validate(
             {
                 "job_id": str(uuid.uuid4()),
@@ -70,9 +65,8 @@ def rerun_jobs(
                 "active_branch_name": row.active_branch_name,
             }
         )
-        for row in rows
+        for row in past
     ]
-    return rows[0].name, jobs
 
 
 async def rerun(
@@ -99,20 +93,28 @@ async def rerun(
         RunNotFoundError: The old run is not in the archive.
     """
     new_run_id = str(uuid.uuid4())
-    schema = settings.database_schema
     engine = create_engine(settings)
     try:
-        with engine.begin() as conn:
-            name, jobs = rerun_jobs(
-                conn, schema=schema, run_id=run_id, new_run_id=new_run_id, chat_url=chat_url
-            )
-            conn.execute(sa.text(_RECORD.format(schema=schema)), _run_row(name, jobs, run_id))
+        past = past_questions(engine, run_id=run_id)
+        jobs = rerun_jobs(past, run_id=run_id, new_run_id=new_run_id, chat_url=chat_url)
+        urls = sorted({job.chat_url for job in jobs})
+        record_run(
+            engine,
+            run_id=new_run_id,
+            name=f"rerun of {past[0].run_name or run_id}",
+            source_file=None,
+            chat_url=urls[0] if len(urls) == 1 else None,
+            job_count=len(jobs),
+            created_by=getpass.getuser(),
+            options={"rerun_of": run_id},
+            rerun_of=run_id,
+        )
         started = time.monotonic()
         await submit_jobs(settings, jobs)
         deadline = started + timeout_s
         while True:
             progress = await asyncio.to_thread(
-                run_progress, engine, schema=schema, run_id=new_run_id, expected=len(jobs)
+                run_progress, engine, run_id=new_run_id, expected=len(jobs)
             )
             if progress.done or time.monotonic() >= deadline:
                 break
@@ -121,23 +123,10 @@ async def rerun(
             await asyncio.sleep(POLL_INTERVAL_S)
         return RunOutcome(
             run_id=new_run_id,
-            results=run_results(engine, schema=schema, run_id=new_run_id),
+            results=run_results(engine, run_id=new_run_id),
             finished=progress.done,
             elapsed_s=time.monotonic() - started,
-            archived=count_rows(engine, schema=schema, run_id=new_run_id, tables=ARCHIVE_TABLES),
+            archived=count_rows(engine, run_id=new_run_id, tables=ARCHIVE_TABLES),
         )
     finally:
         engine.dispose()
-
-
-def _run_row(name: str | None, jobs: list[ChatJob], old: str) -> dict[str, Any]:
-    urls = sorted({job.chat_url for job in jobs})
-    return {
-        "run_id": jobs[0].run_id,
-        "name": f"rerun of {name or old}",
-        "chat_url": urls[0] if len(urls) == 1 else None,
-        "created_by": getpass.getuser(),
-        "job_count": len(jobs),
-        "options": json.dumps({"rerun_of": old}),
-        "old": old,
-    }

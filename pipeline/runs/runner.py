@@ -19,11 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from sqlalchemy import Engine
 
 from models import wire
 from models.records import RateLimits
-from pipeline.archive.engine import create_engine
+from pipeline.archive.engine import ArchiveEngine, create_engine
 from pipeline.archive.runs import (
     JobResult,
     RunInfo,
@@ -34,7 +33,7 @@ from pipeline.archive.runs import (
     run_progress,
     run_results,
 )
-from pipeline.errors import PermanentError
+from pipeline.errors import RunNotFoundError
 from pipeline.runs.batch import expand_jobs, load_questions
 from pipeline.runs.submit import submit_jobs
 from pipeline.settings import Settings
@@ -94,8 +93,9 @@ async def run_questions_file(
     limits: RateLimits | None = None,
     target_limits: RateLimits | None = None,
 ) -> RunOutcome:
-    """Submits a questions file as a run and waits for it (:func:`submit_questions_file`, then
-    :func:`wait_for_run`).
+    """Submits a questions file as a run and waits for it.
+
+    :func:`submit_questions_file`, then :func:`wait_for_run`.
 
     Args:
         settings: Pipeline settings (Kafka, PostgreSQL, default chat URL).
@@ -173,18 +173,16 @@ async def submit_questions_file(
             options[name] = value.model_dump(exclude_none=True)
     engine = create_engine(settings)
     try:
-        with engine.begin() as connection:
-            record_run(
-                connection,
-                schema=settings.database_schema,
-                run_id=run_id,
-                name=questions.name,
-                source_file=str(path),
-                chat_url=url,
-                job_count=len(jobs),
-                created_by=getpass.getuser(),
-                options=options,
-            )
+        record_run(
+            engine,
+            run_id=run_id,
+            name=questions.name,
+            source_file=str(path),
+            chat_url=url,
+            job_count=len(jobs),
+            created_by=getpass.getuser(),
+            options=options,
+        )
     finally:
         engine.dispose()
     await submit_jobs(settings, jobs)
@@ -218,50 +216,39 @@ async def wait_for_run(
         The outcome read from the archive (``finished`` False when the wait timed out).
 
     Raises:
-        UnknownRunError: No run ``run_id`` is recorded.
+        RunNotFoundError: No run ``run_id`` is recorded.
     """
-    schema = settings.database_schema
     engine = create_engine(settings)
     try:
-        run = await asyncio.to_thread(read_run, engine, schema=schema, run_id=run_id)
+        run = await asyncio.to_thread(read_run, engine, run_id=run_id)
         if run is None:
-            raise UnknownRunError(run_id)
+            raise RunNotFoundError(run_id, message=f"no run {run_id!r} in the archive")
         started = time.monotonic()
         progress = await _wait(
             engine, settings, run_id, run.job_count, timeout_s, show_progress, check_alive
         )
         return RunOutcome(
             run_id=run_id,
-            results=run_results(engine, schema=schema, run_id=run_id),
+            results=run_results(engine, run_id=run_id),
             finished=progress.done,
             elapsed_s=_elapsed(run, started),
-            archived=count_rows(engine, schema=schema, run_id=run_id, tables=ARCHIVE_TABLES),
+            archived=count_rows(engine, run_id=run_id, tables=ARCHIVE_TABLES),
         )
     finally:
         engine.dispose()
 
 
-class UnknownRunError(PermanentError):
-    """No run with this id is recorded in the archive.
-
-    Attributes:
-        run_id: The id asked for.
-    """
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"no run {run_id!r} in the archive")
-        self.run_id = run_id
-
-
 def _elapsed(run: RunInfo, waited_from: float) -> float:
-    """Returns: seconds from the run's creation to now (the wait's own time if the clocks
-    of this machine and PostgreSQL disagree)."""
+    """Returns: seconds from the run's creation to now.
+
+    The wait's own time if the clocks of this machine and PostgreSQL disagree.
+    """
     since_created = (datetime.now(UTC) - run.created_at).total_seconds()
     return since_created if since_created >= 0 else time.monotonic() - waited_from
 
 
 async def _wait(
-    engine: Engine,
+    engine: ArchiveEngine,
     settings: Settings,
     run_id: str,
     expected: int,
@@ -269,7 +256,6 @@ async def _wait(
     show: bool,
     check_alive: Callable[[], None] | None,
 ) -> RunProgress:
-    schema = settings.database_schema
     deadline = time.monotonic() + timeout_s
     columns = (
         TextColumn("{task.description}"),
@@ -281,7 +267,7 @@ async def _wait(
         task = bar.add_task("jobs finished", total=expected)
         while True:
             progress = await asyncio.to_thread(
-                run_progress, engine, schema=schema, run_id=run_id, expected=expected
+                run_progress, engine, run_id=run_id, expected=expected
             )
             bar.update(
                 task,

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from models.errors import LineRecordError
 from models.records import JobEvent, LineEnvelope
 from pipeline.archive.writer import BatchOutcome, collector_paused, refusal
+from pipeline.errors import InvalidRecordError
 from pipeline.kafka.dead_letters import Record
 
 Item = tuple[Record, LineEnvelope | JobEvent]
 """A record and its decoded value."""
-Dead = tuple[Record, str]
-"""A record and why it cannot be archived."""
+Dead = tuple[Record, InvalidRecordError]
+"""A record and why it cannot be archived (the error carries the reason and the position)."""
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,13 @@ def decode_batch(
 
     Args:
         records: aiokafka ``ConsumerRecord`` objects of both topics.
-        lines_topic, events_topic: The full (prefixed) topic names.
+        lines_topic: The full (prefixed) ``chat.lines`` topic name.
+        events_topic: The full (prefixed) ``chat.job-events`` topic name.
 
     Returns:
-        ``(decoded, dead)``: the decoded records and the rejected ones with their reasons
-        (``"<ErrorType>: <message>"``).
+        ``(decoded, dead)``: the decoded records and the rejected ones, each with an
+        :class:`InvalidRecordError` whose reason is ``"<ErrorType>: <message>"`` (the decode
+        error translated here).
     """
     items: list[Item] = []
     dead: list[Dead] = []
@@ -63,7 +66,7 @@ def decode_batch(
             try:
                 value = decode_record(record, lines_topic=lines_topic, events_topic=events_topic)
             except (LineRecordError, ValueError) as exc:
-                dead.append((record, f"{type(exc).__name__}: {exc}"))
+                dead.append((record, invalid_record(record, f"{type(exc).__name__}: {exc}")))
             else:
                 items.append((record, value))
     return items, dead
@@ -92,3 +95,10 @@ def decode_record(
     if problem is not None:
         raise ValueError(problem)
     return value
+
+
+def invalid_record(record: Record, reason: str) -> InvalidRecordError:
+    """Returns: the error that dead-letters ``record`` with ``reason`` (its position attached)."""
+    return InvalidRecordError(
+        reason, topic=record.topic, partition=record.partition, offset=record.offset
+    )

@@ -52,7 +52,6 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final
 
-from aiokafka.errors import CommitFailedError, IllegalStateError
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
@@ -63,13 +62,20 @@ from tenacity import (
 from models import wire
 from models.records import JobEvent, LineEnvelope
 from pipeline.archive.writer import ArchiveWriter, BatchOutcome
-from pipeline.errors import ArchiveRejectedError, ArchiveUnavailableError, TransientError
+from pipeline.errors import (
+    ArchiveRejectedError,
+    ArchiveUnavailableError,
+    PartitionsRevokedError,
+    TransientError,
+)
+from pipeline.kafka import consumer as kafka_consumer
 from pipeline.kafka.clients import create_consumer, create_producer, ensure_topics
-from pipeline.kafka.dead_letters import Record, send_dead_letters
+from pipeline.kafka.dead_letters import send_dead_letters
+from pipeline.kafka.lag import assigned_lag
 from pipeline.settings import Settings
 from pipeline.sink import metrics
 from pipeline.sink.answers import AnswerPublisher
-from pipeline.sink.decode import BatchReport, Item
+from pipeline.sink.decode import BatchReport, Dead, Item, invalid_record
 from pipeline.sink.prefetch import Batches, Fetched, Prefetcher, fetch, rewind_offsets
 
 __all__ = ["BatchReport", "Sink", "run_sink"]
@@ -129,8 +135,10 @@ class Sink:
         return self._stats
 
     def assigned(self) -> set[tuple[str, int]]:
-        """Returns: the ``(topic, partition)`` pairs the group gave this sink (empty before its
-        first fetch and during a rebalance)."""
+        """Returns: the ``(topic, partition)`` pairs the group gave this sink.
+
+        Empty before its first fetch and during a rebalance.
+        """
         if self._consumer is None:
             return set()
         return {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
@@ -202,9 +210,10 @@ class Sink:
                 await self.run_once()  # the batch fetched ahead (none is fetched when stopping)
 
     async def run_once(self, *, commit: bool = True) -> BatchReport:
-        """Takes one batch (fetched ahead, or fetched now), starts fetching the next one
-        (:mod:`pipeline.sink.prefetch`), archives the batch and (unless ``commit=False``)
-        commits its offsets.
+        """Archives one batch and (unless ``commit=False``) commits its offsets.
+
+        The batch is the one fetched ahead, or one fetched now; fetching the next one starts
+        meanwhile (:mod:`pipeline.sink.prefetch`).
 
         Args:
             commit: False leaves the offsets uncommitted, as a sink killed after the database
@@ -300,7 +309,7 @@ class Sink:
                 return outcome
         raise AssertionError("unreachable: tenacity reraises")
 
-    async def _bisect(self, items: list[Item]) -> list[tuple[Record, str]]:
+    async def _bisect(self, items: list[Item]) -> list[Dead]:
         """Writes ``items`` in halves until single refused records remain.
 
         Returns:
@@ -313,21 +322,22 @@ class Sink:
             return []
         except ArchiveRejectedError as exc:
             if len(items) == 1:
-                return [(items[0][0], f"archive refused the record: {exc}")]
+                record = items[0][0]
+                return [(record, invalid_record(record, f"archive refused the record: {exc}"))]
         middle = len(items) // 2
         return await self._bisect(items[:middle]) + await self._bisect(items[middle:])
 
-    async def _dead_letter(self, dead: Sequence[tuple[Record, str]]) -> None:
+    async def _dead_letter(self, dead: Sequence[Dead]) -> None:
         await send_dead_letters(self._producer, self._dlq_topic, dead)
         for record, _ in dead:
             source = "lines" if record.topic == self._lines_topic else "events"
             metrics.DEAD_LETTERS.labels(source=source).inc()
 
     async def _commit(self, batches: Batches) -> bool:
-        offsets = {tp: records[-1].offset + 1 for tp, records in batches.items()}
+        committed = {tp: records[-1].offset + 1 for tp, records in batches.items()}
         try:
-            await self._consumer.commit(offsets)
-        except (CommitFailedError, IllegalStateError) as exc:
+            await kafka_consumer.commit(self._consumer, committed)
+        except PartitionsRevokedError as exc:
             logger.warning(
                 "offsets not committed (rebalance); the batch is archived and will "
                 "be absorbed when read again: %r",
@@ -339,8 +349,8 @@ class Sink:
     def _rewind(self, offsets: dict[Any, int]) -> None:
         for tp, offset in offsets.items():
             try:
-                self._consumer.seek(tp, offset)
-            except IllegalStateError:
+                kafka_consumer.seek(self._consumer, tp, offset)
+            except PartitionsRevokedError:
                 logger.info(
                     "partition revoked before rewind topic=%s partition=%d", tp.topic, tp.partition
                 )
@@ -357,7 +367,7 @@ class Sink:
             publish: Also set the per-partition lag gauge (:mod:`pipeline.sink.metrics`).
         """
         self._lag_at = time.monotonic()
-        found = await metrics.consumer_lag(self._consumer)
+        found = await assigned_lag(self._consumer)
         if found is None:
             return None
         if publish:
@@ -366,8 +376,9 @@ class Sink:
 
 
 def run_sink(settings: Settings) -> None:
-    """Runs a sink until SIGTERM or SIGINT (blocking); the batch in progress is finished and
-    committed before it returns.
+    """Runs a sink until SIGTERM or SIGINT (blocking).
+
+    The batch in progress is finished and committed before it returns.
 
     Raises:
         PermanentError: A failure no retry can fix.

@@ -17,7 +17,8 @@ What is measured, per batch (:meth:`pipeline.sink.loop.Sink.run_once`):
 * ``chatscribe_sink_batches_total{committed}``: batches archived, by whether their offsets were
   committed (``false``: a rebalance took the partitions first);
 * ``chatscribe_sink_consumer_lag_records{topic,partition}``: records between the consumer's
-  position and the partition's high watermark (gauge, updated after every batch).
+  position and the partition's high watermark (gauge, updated after every batch; the lag is
+  defined once, in :mod:`pipeline.kafka.lag`).
 """
 
 from __future__ import annotations
@@ -25,9 +26,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
-from aiokafka.errors import IllegalStateError, KafkaError
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 from tenacity import RetryCallState
 
@@ -106,27 +106,6 @@ def observe_write(
     EVENTS.labels(result="duplicate").inc(max(events - events_inserted, 0))
 
 
-async def consumer_lag(consumer: Any) -> list[tuple[str, int, int]] | None:
-    """Returns: ``(topic, partition, records behind the high watermark)`` of every assigned
-    partition, or None when not known (no fetch yet, or rebalancing). The position counts a
-    batch fetched ahead (:mod:`pipeline.sink.prefetch`) as consumed.
-
-    Args:
-        consumer: The sink's started ``AIOKafkaConsumer``.
-    """
-    found: list[tuple[str, int, int]] = []
-    try:
-        for tp in consumer.assignment():
-            highwater = consumer.highwater(tp)
-            if highwater is None:
-                return None
-            lag = max(highwater - await consumer.position(tp), 0)
-            found.append((tp.topic, tp.partition, lag))
-    except (IllegalStateError, KafkaError):
-        return None  # rebalancing: no figure this time
-    return found
-
-
 def set_lag(partitions: Iterable[tuple[str, int, int]]) -> None:
     """Sets the lag gauge for the assigned partitions and drops the others.
 
@@ -153,6 +132,7 @@ class SinkStats:
         self._lines_since = 0
 
     def add(self, report: _Report) -> None:
+        """Counts one batch's report."""
         self.batches += 1
         self.lines += report.lines
         self.events += report.events
@@ -160,9 +140,11 @@ class SinkStats:
         self._lines_since += report.lines
 
     def summary_due(self) -> bool:
+        """Returns: True once ``SUMMARY_EVERY_S`` passed since the last summary."""
         return time.monotonic() - self._since >= SUMMARY_EVERY_S
 
     def log_summary(self, lag: int | None) -> None:
+        """Logs the ``sink progress`` line (rate since the last one, totals, lag) and restarts."""
         elapsed = max(time.monotonic() - self._since, 1e-9)
         logger.info(
             "sink progress lines_per_s=%.0f batches=%d lines=%d events=%d dead_lettered=%d lag=%s",

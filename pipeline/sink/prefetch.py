@@ -37,9 +37,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka.errors import IllegalStateError
-
 from models.records import JobEvent, LineEnvelope
+from pipeline.errors import PartitionsRevokedError
+from pipeline.kafka import consumer as kafka_consumer
 from pipeline.kafka.dead_letters import Record
 from pipeline.sink.decode import Dead, Item, decode_batch
 
@@ -88,7 +88,8 @@ async def fetch(
         consumer: A started ``AIOKafkaConsumer``.
         wait_ms: Longest wait for records, in milliseconds.
         max_records: Most records in the batch.
-        lines_topic, events_topic: Full topic names.
+        lines_topic: Full ``chat.lines`` topic name.
+        events_topic: Full ``chat.job-events`` topic name.
 
     Returns:
         The batch (empty when nothing arrived within ``wait_ms``).
@@ -101,8 +102,11 @@ async def fetch(
 
 
 def rewind_offsets(*fetched: Fetched | None) -> dict[Any, int]:
-    """Returns: per partition, the first offset among the given batches (where to seek so that
-    every one of them is read again)."""
+    """Returns: per partition.
+
+    The first offset among the given batches (where to seek so that every one of them is read
+    again).
+    """
     offsets: dict[Any, int] = {}
     for batch in fetched:
         if batch is None:
@@ -149,8 +153,10 @@ class Prefetcher:
             self._task = asyncio.create_task(self._fetch_batch(), name="sink-prefetch")
 
     async def take(self) -> Fetched | None:
-        """Returns: the batch fetched ahead, without the records a rebalance took since
-        (module docstring), or None when none was pending.
+        """Returns: the batch fetched ahead.
+
+        Without the records a rebalance took since (module docstring), or None when none was
+        pending.
 
         Raises:
             Whatever the fetch raised (e.g. a Kafka error); the batch is then gone unread
@@ -194,6 +200,6 @@ class Prefetcher:
 
     async def _position_past(self, tp: Any, last_offset: int) -> bool:
         try:
-            return bool(await self._consumer.position(tp) > last_offset)
-        except IllegalStateError:
+            return await kafka_consumer.position(self._consumer, tp) > last_offset
+        except PartitionsRevokedError:
             return False

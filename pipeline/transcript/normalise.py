@@ -2,7 +2,8 @@
 
 A job's attempt produces numbered lines (``chat.lines``); :func:`normalise` turns them into the
 rows of the derived archive tables (``messages``, ``tool_calls``, ``sql_queries``, ``answers``;
-see :mod:`models.archive`). The raw lines stay the source of truth, so the derived rows can be
+see :mod:`pipeline.archive.tables`). The raw lines stay the source of truth, so the derived rows
+can be
 recomputed at any time.
 
 Rules (``field-notes.md``, "Merging lines into messages" and "Tool names and payloads";
@@ -194,8 +195,9 @@ def normalise(
 
     Args:
         lines: The attempt's line envelopes in any order (parsed or not).
-        job_id, attempt: The attempt's key; taken from ``lines`` when omitted (required when
-            ``lines`` is empty).
+        job_id: The attempt's job; taken from ``lines`` when omitted (required when ``lines``
+            is empty).
+        attempt: The attempt's number; likewise.
 
     Returns:
         The :class:`Transcript`; its rows carry ``job_id`` and ``attempt``.
@@ -269,8 +271,10 @@ def _append(current: str | None, delta: str | None) -> str | None:
 
 
 def _extra(msg: StreamMessage) -> dict[str, Any]:
-    """Returns: the line's fields without a column of their own, unknown ones included; unknown
-    ``toolCall`` members are kept under ``toolCall``."""
+    """Returns: the line's fields without a column of their own, unknown ones included.
+
+    Unknown ``toolCall`` members are kept under ``toolCall``.
+    """
     tool_extra = msg.tool_call.model_extra if msg.tool_call is not None else None
     if not (msg.model_extra or tool_extra or msg.model_fields_set & _UNMAPPED_ATTRIBUTES):
         return {}  # the common line: every field has a column (and no dump is needed)
@@ -316,8 +320,11 @@ def _message_row(job_id: str, attempt: int, d: _Draft) -> MessageRow:
 def _answer(
     job_id: str, attempt: int, chat_id: str | None, drafts: list[_Draft], errors: tuple[str, ...]
 ) -> AnswerRow:
-    """Picks the answer (interface, "Extracting the final answer"; field notes, fallback;
-    the thread's state before a fallback)."""
+    """Picks the answer.
+
+    Interface, "Extracting the final answer"; field notes, fallback; the thread's state
+    before a fallback.
+    """
     chosen, source = _pick_answer(drafts)
     from_state = _answer_in_state(drafts) if source != "final" else None
     if from_state is not None:
@@ -336,8 +343,10 @@ def _answer(
 
 
 def _answer_in_state(drafts: list[_Draft]) -> tuple[str, str, int] | None:
-    """Returns: ``(content, message id, line)`` of the answer in the ``__state__`` message's
-    state (the state's message id, else ``__state__``), or None."""
+    """Returns: ``(content, message id, line)`` of the answer in the ``__state__`` state.
+
+    The message id is the state's, else ``__state__``; None when the state has no answer.
+    """
     draft = next((d for d in drafts if d.message_id == wire.ID_STATE), None)
     state = draft.extra.get("state") if draft is not None else None
     found = state_answer(state) if isinstance(state, dict) else None

@@ -40,8 +40,11 @@ class Result:
 
 
 def normal_value(value: Any) -> Value:
-    """Returns: numbers (and numeric strings) as float, booleans and None as they are, anything
-    else as its text (nested values as their JSON-ish ``str``)."""
+    """Returns: numbers (and numeric strings) as float.
+
+    Booleans and None as they are, anything else as its text (nested values as their JSON-ish
+    ``str``).
+    """
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int | float):
@@ -94,7 +97,8 @@ def results_match(a: Result, b: Result, *, rel_tol: float = REL_TOL) -> bool:
     """Says whether two results match (module docstring).
 
     Args:
-        a, b: The results; row order counts only when both are ``ordered``.
+        a: One result; row order counts only when both are ``ordered``.
+        b: The other result.
         rel_tol: Relative tolerance for numbers.
 
     Returns:

@@ -22,8 +22,10 @@ DIALECT = "postgres"
 
 @dataclass(frozen=True)
 class SqlRefs:
-    """Views and members (``view.member``) a query reads, sorted; ``ordered`` when its outermost
-    SELECT has ``ORDER BY``."""
+    """Views and members (``view.member``) a query reads, sorted.
+
+    ``ordered`` when its outermost SELECT has ``ORDER BY``.
+    """
 
     views: tuple[str, ...]
     members: tuple[str, ...]

@@ -11,7 +11,11 @@ A message with ``toolCall`` gives one :class:`ToolCallRow`; a SQL tool call also
   only in its ``*_raw`` column, with the reason in ``payload_error``.
 * A failed tool's result has an ``error`` member; it is kept in ``error``.
 * SQL members are read by wire name from the parsed payloads (result first, then input), so the
-  older payload (``{"query"}`` in, ``{"data": [{...}], "annotation"}`` out) maps too.
+  older payload (``{"query"}`` in, ``{"data": [{...}], "annotation"}`` out) maps too. The wire
+  names come from the typed payload models (:func:`models.tools.wire_name` of
+  :class:`models.tools.SqlInput` / :class:`models.tools.SqlResult`), the one source of truth;
+  reading stays lenient (a member of an unexpected type is None, the rest of the row is kept),
+  which validating the whole payload against the models would not be.
 """
 
 from __future__ import annotations
@@ -26,6 +30,21 @@ from models import tools
 from models.chat import ToolCall
 from models.errors import ToolPayloadError
 from pipeline.transcript.sql_refs import touched
+
+_IN, _OUT = tools.SqlInput, tools.SqlResult
+SQL_QUERY = tools.wire_name(_OUT, "sql_query")
+OLD_QUERY = tools.wire_name(_IN, "query")
+QUERY_TITLE = tools.wire_name(_OUT, "query_title")
+DESCRIPTION = tools.wire_name(_OUT, "description")
+USER_REQUEST = tools.wire_name(_OUT, "user_request")
+MEMORY_ID = tools.wire_name(_IN, "memory_id")
+SCHEMA = tools.wire_name(_OUT, "columns")
+DATA = tools.wire_name(_OUT, "data")
+TOTAL_ROWS = tools.wire_name(_OUT, "total_rows")
+UUID = tools.wire_name(_OUT, "uuid")
+VEGA_SPEC = tools.wire_name(_OUT, "vega_spec")
+ANNOTATION = tools.wire_name(_OUT, "annotation")
+ERROR = tools.wire_name(_OUT, "error")
 
 MAX_NESTING = 8
 """How deep :func:`unnest` looks for JSON strings inside a payload."""
@@ -101,7 +120,9 @@ def tool_call_row(job_id: str, attempt: int, message_id: str, call: ToolCall) ->
     """Maps a merged ``toolCall`` to its row.
 
     Args:
-        job_id, attempt, message_id: The row's key.
+        job_id: The row's job.
+        attempt: The row's attempt.
+        message_id: The tool call's message id.
         call: The tool call with the latest ``name``, ``input`` and ``result`` sent.
 
     Returns:
@@ -120,7 +141,7 @@ def tool_call_row(job_id: str, attempt: int, message_id: str, call: ToolCall) ->
         result=parsed_result,
         input_raw=call.input,
         result_raw=call.result,
-        error=(parsed_result or {}).get("error"),
+        error=(parsed_result or {}).get(ERROR),
         payload_error="; ".join(problems) or None,
         complete=call.result is not None,
     )
@@ -148,8 +169,11 @@ def parse_payload(
 
 
 def _unnest_member(value: Any) -> Any:
-    """:func:`unnest` of a payload's member, skipped when its JSON text has no candidate (a
-    result's ``data`` rows are most of it, a ``vegaSpec`` string beside them is the match)."""
+    """:func:`unnest` of a payload's member.
+
+    Skipped when its JSON text has no candidate (a result's ``data`` rows are most of it, a
+    ``vegaSpec`` string beside them is the match).
+    """
     if isinstance(value, dict | list) and not _NESTED_JSON.search(
         json.dumps(value, ensure_ascii=False)
     ):
@@ -194,11 +218,11 @@ def sql_query_row(call: ToolCallRow) -> SqlQueryRow:
     """
     given = call.input or {}
     got = call.result or {}
-    data = got.get("data")
+    data = got.get(DATA)
     rows = data if isinstance(data, list) else None
-    schema = got.get("schema")
-    error = got.get("error")
-    sql = _first_text("sqlQuery", got, given) or _first_text("query", given, got)
+    schema = got.get(SCHEMA)
+    error = got.get(ERROR)
+    sql = _first_text(SQL_QUERY, got, given) or _first_text(OLD_QUERY, given, got)
     refs = touched(sql)
     return SqlQueryRow(
         job_id=call.job_id,
@@ -206,14 +230,14 @@ def sql_query_row(call: ToolCallRow) -> SqlQueryRow:
         message_id=call.message_id,
         tool_name=call.name,
         sql_query=sql,
-        query_title=_first_text("queryTitle", got, given),
-        description=_first_text("description", got, given),
-        user_request=_first_text("userRequest", got, given),
-        memory_id=_first_text("memoryId", given, got),
+        query_title=_first_text(QUERY_TITLE, got, given),
+        description=_first_text(DESCRIPTION, got, given),
+        user_request=_first_text(USER_REQUEST, got, given),
+        memory_id=_first_text(MEMORY_ID, given, got),
         result_schema=schema if isinstance(schema, list) else _object_schema(rows, got),
-        total_rows=_integer(got.get("totalRows")),
-        result_uuid=_first_text("uuid", got),
-        vega_spec=got.get("vegaSpec", given.get("vegaSpec")),
+        total_rows=_integer(got.get(TOTAL_ROWS)),
+        result_uuid=_first_text(UUID, got),
+        vega_spec=got.get(VEGA_SPEC, given.get(VEGA_SPEC)),
         rows=rows,
         returned_rows=len(rows) if rows is not None else None,
         error=None if error is None else error_text(error),
@@ -223,12 +247,15 @@ def sql_query_row(call: ToolCallRow) -> SqlQueryRow:
 
 
 def _object_schema(rows: list[Any] | None, got: dict[str, Any]) -> list[Any] | None:
-    """The older payload's rows are objects: their keys (first row's order) become the schema,
-    with the type from ``annotation`` (``{"measures"|"dimensions": {name: {"type"}}}``) when
-    given (field notes, "Tool names and payloads")."""
+    """The older payload's rows are objects.
+
+    Their keys (first row's order) become the schema, with the type from ``annotation``
+    (``{"measures"|"dimensions": {name: {"type"}}}``) when given (field notes, "Tool names and
+    payloads").
+    """
     if not rows or not all(isinstance(row, dict) for row in rows):
         return None
-    annotation = got.get("annotation")
+    annotation = got.get(ANNOTATION)
     types: dict[str, Any] = {}
     if isinstance(annotation, dict):
         for group in annotation.values():

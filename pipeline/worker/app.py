@@ -49,17 +49,17 @@ from mode import Service
 from pydantic import ValidationError
 
 from models import wire
-from models.records import ChatJob, DeadLetter, JobEvent
+from models.records import ChatJob, JobEvent
 from pipeline import metrics
 from pipeline.chat.client import ChatClient
+from pipeline.errors import InvalidJobError, RecordDeliveryError
 from pipeline.kafka.clients import (
     DEFAULT_PARTITIONS,
     JobOutput,
-    RecordDeliveryError,
     create_producer,
     ensure_topics,
-    produce,
 )
+from pipeline.kafka.dead_letters import send_dead_letters
 from pipeline.kafka.lag import LagReporter
 from pipeline.settings import Settings
 from pipeline.worker.admission import Admission
@@ -86,7 +86,6 @@ OUTPUT_TOPICS: Final = (
     wire.TOPIC_REQUESTS_DLQ,
 )
 REBALANCE_MARGIN_S: Final = 30.0
-DLQ_REASON_CHARS: Final = 2000
 
 
 class WorkerResources(Service):
@@ -169,7 +168,13 @@ class WorkerResources(Service):
         try:
             job = ChatJob.from_value(value)
         except ValidationError as exc:
-            await self._dead_letter(event, f"invalid chat job: {_summary(exc)}")
+            reason = f"invalid chat job: {_summary(exc)}"
+            await self._dead_letter(
+                event,
+                InvalidJobError(
+                    reason, topic=message.topic, partition=message.partition, offset=message.offset
+                ),
+            )
             return
         self._check_key(job, message.key)
         prior = await self.history.prior(job.job_id, submitted_ms=int(message.timestamp * 1000))
@@ -239,30 +244,10 @@ class WorkerResources(Service):
         await output.send_event(event)
         await output.delivered()
 
-    async def _dead_letter(self, event: EventT[Any], reason: str) -> None:
-        message = event.message
-        letter = DeadLetter(
-            reason=reason[:DLQ_REASON_CHARS],
-            source_topic=message.topic,
-            source_partition=message.partition,
-            source_offset=message.offset,
-        )
+    async def _dead_letter(self, event: EventT[Any], error: InvalidJobError) -> None:
         topic = self.settings.topic(wire.TOPIC_REQUESTS_DLQ)
-        await produce(
-            self._producer,
-            topic,
-            key=message.key,
-            value=message.value or b"",
-            headers=letter.headers(),
-        )
+        await send_dead_letters(self._producer, topic, [(event.message, error)])
         metrics.DEAD_LETTERS.inc()
-        logger.warning(
-            "dead-lettered topic=%s partition=%s offset=%s reason=%r",
-            message.topic,
-            message.partition,
-            message.offset,
-            reason,
-        )
 
     @staticmethod
     def _check_key(job: ChatJob, key: bytes | None) -> None:

@@ -147,8 +147,10 @@ def outcome(
 
 
 def _state_answers(message: StreamMessage) -> bool:
-    """True for a ``__state__`` line whose ``messages`` hold an answer after the last question
-    (:func:`pipeline.transcript.thread_state.state_answer`)."""
+    """True for a ``__state__`` line holding an answer after the last question.
+
+    See :func:`pipeline.transcript.thread_state.state_answer`.
+    """
     return message.id == wire.ID_STATE and state_answer(message.state) is not None
 
 

@@ -38,8 +38,11 @@ class Cancellations:
         return f"<Cancellations running={len(self.running)} early={len(self._early)}>"
 
     def receive(self, key: bytes | None, value: bytes | None) -> None:
-        """Handles one ``chat.cancellations`` record: aborts the job if it runs here, else
-        remembers it (the oldest of more than ``kept`` are forgotten)."""
+        """Handles one ``chat.cancellations`` record.
+
+        Aborts the job if it runs here, else remembers it (the oldest of more than ``kept``
+        are forgotten).
+        """
         if not key:
             logger.warning("cancellation without a job id ignored")
             return

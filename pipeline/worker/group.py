@@ -27,7 +27,7 @@ from aiokafka.errors import KafkaError
 from faust.assignor import PartitionAssignor
 from faust.types import AppT
 
-from pipeline.kafka.clients import RecordDeliveryError
+from pipeline.errors import RecordDeliveryError
 from pipeline.worker.history import JobHistory
 
 logger = logging.getLogger(__name__)
@@ -51,8 +51,11 @@ class BalancedAssignor(PartitionAssignor):
 
 
 def add_rebalance_hooks(app: faust.App, history: JobHistory, *, worker_id: str, topic: str) -> None:
-    """Forgets the job history on every rebalance (other workers may have run jobs since) and
-    logs the partitions of ``topic`` (``chat.requests``) this worker got."""
+    """Forgets the job history on every rebalance and logs the partitions this worker got.
+
+    Other workers may have run jobs since; the partitions logged are those of ``topic``
+    (``chat.requests``).
+    """
 
     def forget(sender: Any, *args: Any, **kwargs: Any) -> None:
         history.forget()

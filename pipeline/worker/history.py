@@ -41,7 +41,8 @@ from tenacity import (
 
 from models.records import JobEvent
 from models.wire import TOPIC_JOB_EVENTS
-from pipeline.kafka.clients import RecordDeliveryError, create_consumer
+from pipeline.errors import RecordDeliveryError
+from pipeline.kafka.clients import create_consumer
 from pipeline.settings import Settings
 from pipeline.worker.attempts import PriorAttempts
 
@@ -158,8 +159,10 @@ class JobHistory:
         self._indexes.clear()
 
     def partition_of(self, job_id: str) -> int:
-        """Returns: the ``chat.job-events`` partition of the job's records (murmur2 of the key,
-        as the Java client and aiokafka's default partitioner compute it)."""
+        """Returns: the ``chat.job-events`` partition of the job's records.
+
+        murmur2 of the key, as the Java client and aiokafka's default partitioner compute it.
+        """
         index = (int(murmur2(job_id.encode())) & 0x7FFFFFFF) % len(self._partitions)
         return self._partitions[index]
 

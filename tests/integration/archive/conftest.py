@@ -16,7 +16,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from archive_stack import (
+
+from models.records import ChatJob
+from pipeline.runs.runner import RunOutcome
+from pipeline.runs.submit import submit_jobs
+from tests.integration.archive.archive_stack import (
     API_KEY,
     HOSTED_DIR,
     HOSTED_IDENTITY,
@@ -28,11 +32,7 @@ from archive_stack import (
     serve_in_thread,
     wait_finished,
 )
-from stack_support import ChatApi, chat_url, isolated_settings
-
-from models.records import ChatJob
-from pipeline.runs.runner import RunOutcome
-from pipeline.runs.submit import submit_jobs
+from tests.stack_support import ChatApi, chat_url, isolated_settings
 
 
 @pytest.fixture(scope="module")

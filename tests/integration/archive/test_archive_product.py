@@ -15,18 +15,6 @@ from typing import Any
 
 import httpx
 import pytest
-from archive_stack import (
-    API_KEY,
-    DELAY,
-    HOSTED_IDENTITY,
-    MARCH,
-    ORIGINS,
-    ROOT,
-    ArchiveStack,
-    hosted_transcript,
-    run_cli,
-    serve_in_thread,
-)
 
 from models import wire
 from pipeline.kafka.clients import create_consumer
@@ -34,6 +22,18 @@ from pipeline.replay.server import create_app
 from pipeline.runs.accuracy import accuracy_line, run_accuracy
 from pipeline.runs.rerun import rerun
 from pipeline.runs.runner import RunOutcome
+from tests.integration.archive.archive_stack import (
+    API_KEY,
+    DELAY,
+    HOSTED_IDENTITY,
+    MARCH,
+    ORIGINS,
+    ArchiveStack,
+    hosted_transcript,
+    run_cli,
+    serve_in_thread,
+)
+from tests.stack_support import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

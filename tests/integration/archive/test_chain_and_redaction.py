@@ -81,13 +81,13 @@ def _events(job_id: str) -> list[JobEvent]:
 
 def _verify(engine: sa.Engine, settings: Settings, job_id: str) -> Any:
     with engine.connect() as conn:
-        return verify(conn, schema=settings.database_schema, job_id=job_id)
+        return verify(conn, job_id=job_id)
 
 
 def test_lines_arriving_out_of_order_across_batches_end_fully_chained(
     engine: sa.Engine, settings: Settings
 ) -> None:
-    writer = ArchiveWriter(engine, schema=settings.database_schema)
+    writer = ArchiveWriter(engine)
     lines = _lines("j-gap")
     writer.write_batch([lines[3], lines[1]], _events("j-gap"))  # 4 and 2: 2 waits for 1
     writer.write_batch([lines[0]], [])  # 1 arrives: 1 and 2 chain, 4 still waits for 3
@@ -102,7 +102,7 @@ def test_redaction_before_storage_keeps_the_hash_of_the_original(
     engine: sa.Engine, settings: Settings
 ) -> None:
     redactor = Redactor.build(detectors=["email"])
-    writer = ArchiveWriter(engine, schema=settings.database_schema, redactor=redactor)
+    writer = ArchiveWriter(engine, redactor=redactor)
     writer.write_batch(_lines("j-red"), _events("j-red"))
     with engine.connect() as conn:
         stored = conn.execute(
@@ -125,7 +125,7 @@ def test_redaction_before_storage_keeps_the_hash_of_the_original(
 def test_retention_redact_rewrites_old_content_and_verify_still_passes(
     engine: sa.Engine, settings: Settings
 ) -> None:
-    writer = ArchiveWriter(engine, schema=settings.database_schema)
+    writer = ArchiveWriter(engine)
     writer.write_batch(_lines("j-old"), _events("j-old"))
     policy = RetentionPolicy.model_validate(
         {"rules": [{"afterDays": 1, "action": "redact"}], "redaction": {"detectors": ["email"]}}
@@ -134,7 +134,6 @@ def test_retention_redact_rewrites_old_content_and_verify_still_passes(
         outcome = apply_policy(
             conn,
             policy,
-            schema=settings.database_schema,
             now=datetime.now(UTC) + timedelta(days=2),
             default_redactor=Redactor.build(),
         )

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 if TYPE_CHECKING:
-    from conftest import RunningServer
+    from tests.integration.chat_api.conftest import RunningServer
 
 MARCH = "How many flights were there in March?"
 IDLE_DEADLINE_S = 60.0

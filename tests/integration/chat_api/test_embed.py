@@ -1,6 +1,7 @@
-"""The embed page in real headless Chromium: charts drawn by vega-embed from each result's
-``vegaSpec`` and rows, opened with a session id (never the API key); a reused, expired or
-foreign session is refused.
+"""The embed page in real headless Chromium.
+
+Charts drawn by vega-embed from each result's ``vegaSpec`` and rows, opened with a session id (never
+the API key); a reused, expired or foreign session is refused.
 
 Chromium comes from Debian's packages (``ops/chromium.sh install``, run by ``make test``); a
 missing browser fails these tests, it never skips them. ``--dump-dom`` with a virtual time
@@ -17,10 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
-from chat_support import MARCH, session, stream_lines
+
+from tests.integration.chat_api.chat_support import MARCH, session, stream_lines
 
 if TYPE_CHECKING:
-    from conftest import RunningServer, ServerStarter
+    from tests.integration.chat_api.conftest import RunningServer, ServerStarter
 
 HOSTILE = "<img src=x onerror=document.title='owned'> how many flights?"
 BROWSER_TIMEOUT_S = 120.0
@@ -96,7 +98,7 @@ def _status(dom: str) -> str:
 
 async def test_the_embed_page_draws_each_chart_then_refuses_the_reused_session(
     server: RunningServer, client: httpx.AsyncClient, chromium: str, tmp_path: Path
-):
+) -> None:
     chat_id = await _thread_with_charts(client, server, "emma")
     hostile = {"input": HOSTILE, "chatId": chat_id, "sessionSettings": session("emma")}
     await stream_lines(client, server, hostile)
@@ -124,7 +126,7 @@ async def test_the_embed_page_draws_each_chart_then_refuses_the_reused_session(
 
 async def test_an_expired_session_is_refused(
     start_server: ServerStarter, client: httpx.AsyncClient, chromium: str, tmp_path: Path
-):
+) -> None:
     with start_server(session_ttl_s=1) as api:
         chat_id = await _thread_with_charts(client, api, "finn")
         url = _embed_url(api, chat_id, await _session_id(client, api, "finn"))
@@ -136,7 +138,7 @@ async def test_an_expired_session_is_refused(
 
 async def test_a_revoked_or_foreign_session_is_refused(
     server: RunningServer, client: httpx.AsyncClient, chromium: str, tmp_path: Path
-):
+) -> None:
     chat_id = await _thread_with_charts(client, server, "gina")
     revoked = await _session_id(client, server, "gina")
     revoke_url = server.base_url + "/api/v1/embed/session/revoke"

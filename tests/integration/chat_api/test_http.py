@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
-from chat_support import MARCH, session, stream_lines, wait_until_idle
 
 from models import wire
 from models.chat import StreamMessage
 from models.tools import sql_input, sql_result
+from tests.integration.chat_api.chat_support import MARCH, session, stream_lines, wait_until_idle
 
 if TYPE_CHECKING:
-    from conftest import RunningServer
+    from tests.integration.chat_api.conftest import RunningServer
 
 
 def auth(key: str) -> dict[str, str]:
@@ -55,7 +55,9 @@ def _single_value(lines: list[dict[str, Any]]) -> float:
     return float(result.data[0][-1])
 
 
-async def test_healthz_answers_without_a_key(server: RunningServer, client: httpx.AsyncClient):
+async def test_healthz_answers_without_a_key(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
     response = await client.get(server.base_url + "/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
@@ -71,7 +73,7 @@ async def test_healthz_answers_without_a_key(server: RunningServer, client: http
 )
 async def test_chat_without_a_valid_key_is_401(
     server: RunningServer, client: httpx.AsyncClient, headers: dict[str, str], message: str
-):
+) -> None:
     body = {"input": MARCH, "sessionSettings": session()}
     response = await client.post(server.chat_url(), json=body, headers=headers)
     assert response.status_code == 401
@@ -89,7 +91,7 @@ async def test_chat_without_a_valid_key_is_401(
 )
 async def test_chat_for_another_agent_region_or_account_is_404(
     server: RunningServer, client: httpx.AsyncClient, override: dict[str, str], message: str
-):
+) -> None:
     body = {"input": MARCH, "sessionSettings": session()}
     response = await client.post(server.chat_url(**override), json=body, headers=server.headers)
     assert response.status_code == 404
@@ -127,7 +129,7 @@ async def test_chat_for_another_agent_region_or_account_is_404(
 )
 async def test_invalid_chat_body_is_400_naming_the_field(
     server: RunningServer, client: httpx.AsyncClient, body: dict[str, Any], field: str
-):
+) -> None:
     content = json.dumps(body)  # ASCII escapes, so a lone surrogate can be sent
     response = await client.post(server.chat_url(), content=content, headers=server.headers)
     assert response.status_code == 400
@@ -135,13 +137,15 @@ async def test_invalid_chat_body_is_400_naming_the_field(
     assert field in response.json()["error"]
 
 
-async def test_chat_body_that_is_not_json_is_400(server: RunningServer, client: httpx.AsyncClient):
+async def test_chat_body_that_is_not_json_is_400(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
     response = await client.post(server.chat_url(), content=b"{not json", headers=server.headers)
     assert response.status_code == 400
     assert response.json()["error"].startswith("body is not valid JSON")
 
 
-async def test_unknown_path_is_a_json_404(server: RunningServer, client: httpx.AsyncClient):
+async def test_unknown_path_is_a_json_404(server: RunningServer, client: httpx.AsyncClient) -> None:
     response = await client.get(server.base_url + "/nowhere")
     assert response.status_code == 404
     assert response.json()["status"] == 404
@@ -149,7 +153,7 @@ async def test_unknown_path_is_a_json_404(server: RunningServer, client: httpx.A
 
 async def test_chat_streams_cutoff_first_usage_last_and_one_final_answer(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     body = {"input": MARCH, "sessionSettings": session()}
     async with client.stream(
         "POST", server.chat_url(), json=body, headers=server.headers
@@ -172,7 +176,8 @@ async def test_chat_streams_cutoff_first_usage_last_and_one_final_answer(
     assert len(finals) == 1
     assert finals[0].content
     sorts = [m.sort for m in messages]
-    assert sorts == sorted(sorts)
+    assert None not in sorts
+    assert sorts == sorted(s for s in sorts if s is not None)
     assert len(set(sorts)) == len(sorts)
     assert messages[-2].id == wire.ID_STATE
     assert messages[-2].chat_id == messages[0].chat_id
@@ -180,7 +185,7 @@ async def test_chat_streams_cutoff_first_usage_last_and_one_final_answer(
 
 async def test_origin_attribute_limits_the_count_to_that_airport(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     everyone = await stream_lines(
         client, server, {"input": MARCH, "sessionSettings": session("alice")}
     )
@@ -196,7 +201,7 @@ async def test_origin_attribute_limits_the_count_to_that_airport(
 
 async def test_reusing_the_chat_id_continues_the_thread(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     first = await stream_lines(
         client,
         server,
@@ -225,7 +230,7 @@ async def test_reusing_the_chat_id_continues_the_thread(
 
 async def test_chat_without_input_returns_the_thread_state(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     first = await stream_lines(client, server, {"input": MARCH, "sessionSettings": session()})
     chat_id = first[0]["state"]["chatId"]
     state = await stream_lines(client, server, {"chatId": chat_id, "sessionSettings": session()})
@@ -233,7 +238,9 @@ async def test_chat_without_input_returns_the_thread_state(
     assert state[1]["state"]["messages"] == first[-2]["state"]["messages"]
 
 
-async def test_chat_id_of_another_user_is_404(server: RunningServer, client: httpx.AsyncClient):
+async def test_chat_id_of_another_user_is_404(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
     first = await stream_lines(
         client, server, {"input": MARCH, "sessionSettings": session("alice")}
     )
@@ -249,7 +256,7 @@ async def test_chat_id_of_another_user_is_404(server: RunningServer, client: htt
 
 async def test_lines_arrive_while_the_turn_is_still_running(
     slow_server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     body = {"input": MARCH, "sessionSettings": session()}
     started = time.monotonic()
     arrivals: list[float] = []
@@ -267,7 +274,7 @@ async def test_lines_arrive_while_the_turn_is_still_running(
 
 async def test_abort_mid_stream_ends_with_aborted_then_usage_and_no_final_answer(
     slow_server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     body = {"input": MARCH, "sessionSettings": session("carol")}
     lines: list[dict[str, Any]] = []
     async with client.stream(
@@ -297,7 +304,7 @@ async def test_abort_mid_stream_ends_with_aborted_then_usage_and_no_final_answer
 
 async def test_a_second_input_while_streaming_is_409_and_the_thread_recovers(
     slow_server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     body = {"input": MARCH, "sessionSettings": session("dave")}
     url = slow_server.chat_url()
     async with client.stream("POST", url, json=body, headers=slow_server.headers) as resp:
@@ -331,7 +338,7 @@ async def test_a_second_input_while_streaming_is_409_and_the_thread_recovers(
 
 async def test_a_client_that_disconnects_does_not_stop_its_turn(
     slow_server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     """The turn belongs to the server: it runs to its end and is stored, then the thread is free."""
     body = {"input": MARCH, "sessionSettings": session("frank")}
     url = slow_server.chat_url()
@@ -345,7 +352,9 @@ async def test_a_client_that_disconnects_does_not_stop_its_turn(
     assert again[-1]["id"] == wire.ID_USAGE
 
 
-async def test_abort_by_another_user_is_403(server: RunningServer, client: httpx.AsyncClient):
+async def test_abort_by_another_user_is_403(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
     lines = await stream_lines(client, server, {"input": MARCH, "sessionSettings": session("erin")})
     body = {"chatId": lines[0]["state"]["chatId"], "sessionSettings": session("mallory")}
     response = await client.post(server.abort_url(), json=body, headers=server.headers)
@@ -355,7 +364,7 @@ async def test_abort_by_another_user_is_403(server: RunningServer, client: httpx
 
 async def test_abort_of_a_completed_thread_is_a_204_no_op(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     lines = await stream_lines(client, server, {"input": MARCH, "sessionSettings": session("erin")})
     body = {"chatId": lines[0]["state"]["chatId"], "sessionSettings": session("erin")}
     response = await client.post(server.abort_url(), json=body, headers=server.headers)
@@ -363,7 +372,9 @@ async def test_abort_of_a_completed_thread_is_a_204_no_op(
     assert response.content == b""
 
 
-async def test_abort_of_an_unknown_chat_is_404(server: RunningServer, client: httpx.AsyncClient):
+async def test_abort_of_an_unknown_chat_is_404(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
     body = {"chatId": "no-such-chat", "sessionSettings": session()}
     response = await client.post(server.abort_url(), json=body, headers=server.headers)
     assert response.status_code == 404
@@ -373,14 +384,14 @@ async def test_abort_of_an_unknown_chat_is_404(server: RunningServer, client: ht
     }
 
 
-async def test_abort_without_a_key_is_401(server: RunningServer, client: httpx.AsyncClient):
+async def test_abort_without_a_key_is_401(server: RunningServer, client: httpx.AsyncClient) -> None:
     response = await client.post(server.abort_url(), json={"chatId": "x"})
     assert response.status_code == 401
 
 
 async def test_generate_session_returns_a_session_id(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     url = server.session_url
     body = {"externalId": "alice", "userAttributes": [{"name": "origin", "value": "JFK"}]}
     response = await client.post(url, json=body, headers=server.headers)
@@ -393,7 +404,7 @@ async def test_generate_session_returns_a_session_id(
 
 async def test_generate_session_without_a_key_is_401(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     url = server.session_url
     response = await client.post(url, json={"externalId": "alice"})
     assert response.status_code == 401
@@ -402,7 +413,7 @@ async def test_generate_session_without_a_key_is_401(
 
 async def test_generate_session_with_internal_id_and_groups_is_400(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     url = server.session_url
     body = {"internalId": "ann@example.com", "groups": ["sales"]}
     response = await client.post(url, json=body, headers=server.headers)

@@ -31,7 +31,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 if TYPE_CHECKING:
-    from conftest import RunningServer
+    from tests.integration.chat_api.conftest import RunningServer
 
 MAX_EXAMPLES = 60
 

@@ -1,5 +1,7 @@
-"""The Chat API's state on the real PostgreSQL (``CHATSCRIBE_API_DATABASE_URL`` by URL): the
-stores work there as on SQLite, and a restarted server continues a thread from it."""
+"""The Chat API's state on the real PostgreSQL (``CHATSCRIBE_API_DATABASE_URL`` by URL).
+
+The stores work there as on SQLite, and a restarted server continues a thread from it.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from chat_support import session, stream_lines
 
 from chat_api.errors import SessionInvalidError, UserLimitError
 from chat_api.state.database import open_state
@@ -16,9 +17,10 @@ from chat_api.state.sessions import SessionStore
 from chat_api.state.threads import StoredMessage, ThreadStore
 from chat_api.state.users import UserDirectory
 from models.chat import GenerateSessionRequest, SessionSettings
+from tests.integration.chat_api.chat_support import session, stream_lines
 
 if TYPE_CHECKING:
-    from conftest import ServerStarter
+    from tests.integration.chat_api.conftest import ServerStarter
 
 
 @pytest.fixture
@@ -53,7 +55,7 @@ def test_the_stores_work_on_postgresql(pg_state_url: str) -> None:
 
 async def test_a_server_on_postgresql_continues_a_thread_after_a_restart(
     start_server: ServerStarter, client: httpx.AsyncClient, pg_state_url: str
-):
+) -> None:
     settings = {**session("pia"), "isEphemeral": False}
     with start_server(api_database_url=pg_state_url) as api:
         body = {"input": "Average arrival delay by carrier", "sessionSettings": settings}

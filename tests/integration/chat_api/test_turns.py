@@ -1,5 +1,8 @@
-"""Turns over HTTP: state without input, resubscription by messageId, 409s, abort rules,
-development vs production mode, and an error line after the stream started."""
+"""Turns over HTTP.
+
+State without input, resubscription by messageId, 409s, abort rules, development vs production mode,
+and an error line after the stream started.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +11,20 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
-from chat_support import MARCH, session, stream_lines, thread_state, wait_until_idle
 
 from chat_api import agent
 from chat_api.errors import ChatApiError
 from models import wire
+from tests.integration.chat_api.chat_support import (
+    MARCH,
+    session,
+    stream_lines,
+    thread_state,
+    wait_until_idle,
+)
 
 if TYPE_CHECKING:
-    from conftest import RunningServer, ServerStarter
+    from tests.integration.chat_api.conftest import RunningServer, ServerStarter
 
 MESSAGE_ID = "1763900000000-message"
 
@@ -26,7 +35,7 @@ async def _read_all(response: httpx.Response) -> list[dict[str, Any]]:
 
 async def test_a_resent_message_id_resubscribes_from_the_first_line(
     slow_server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     body = {"input": MARCH, "messageId": MESSAGE_ID, "sessionSettings": session("rosa")}
     url, headers = slow_server.chat_url(), slow_server.headers
     async with client.stream("POST", url, json=body, headers=headers) as first:
@@ -44,7 +53,7 @@ async def test_a_resent_message_id_resubscribes_from_the_first_line(
 
 async def test_the_same_message_id_with_another_input_is_409(
     slow_server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     body = {"input": MARCH, "messageId": MESSAGE_ID, "sessionSettings": session("sara")}
     url, headers = slow_server.chat_url(), slow_server.headers
     async with client.stream("POST", url, json=body, headers=headers) as first:
@@ -63,7 +72,7 @@ async def test_the_same_message_id_with_another_input_is_409(
 
 async def test_the_next_input_right_after_the_last_line_is_never_409(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     """The thread is freed before a turn's last line is sent (the cause of a once-flaky 409)."""
     settings = session("quinn")
     first = await stream_lines(client, server, {"input": MARCH, "sessionSettings": settings})
@@ -75,7 +84,7 @@ async def test_the_next_input_right_after_the_last_line_is_never_409(
 
 async def test_a_message_id_resent_after_its_turn_ended_asks_nothing_again(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     body = {"input": MARCH, "messageId": MESSAGE_ID, "sessionSettings": session("tina")}
     first = await stream_lines(client, server, body)
     again = await stream_lines(client, server, body)
@@ -84,7 +93,9 @@ async def test_a_message_id_resent_after_its_turn_ended_asks_nothing_again(
     assert again[1]["state"]["messages"] == first[-2]["state"]["messages"]
 
 
-async def test_chat_without_input_asks_nothing(server: RunningServer, client: httpx.AsyncClient):
+async def test_chat_without_input_asks_nothing(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
     first = await stream_lines(client, server, {"input": MARCH, "sessionSettings": session("uma")})
     chat_id = first[0]["state"]["chatId"]
     for _ in range(2):
@@ -94,7 +105,7 @@ async def test_chat_without_input_asks_nothing(server: RunningServer, client: ht
 
 async def test_an_aborted_turn_leaves_its_question_and_no_answer(
     slow_server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     body = {"input": MARCH, "sessionSettings": session("vera")}
     url, headers = slow_server.chat_url(), slow_server.headers
     async with client.stream("POST", url, json=body, headers=headers) as response:
@@ -119,7 +130,7 @@ async def test_an_aborted_turn_leaves_its_question_and_no_answer(
 
 async def test_abort_of_a_thread_that_ended_long_ago_is_404(
     start_server: ServerStarter, client: httpx.AsyncClient
-):
+) -> None:
     with start_server(abort_window_s=0) as api:
         lines = await stream_lines(client, api, {"input": MARCH, "sessionSettings": session()})
         body = {"chatId": lines[0]["state"]["chatId"], "sessionSettings": session()}
@@ -130,7 +141,7 @@ async def test_abort_of_a_thread_that_ended_long_ago_is_404(
 
 async def test_abort_by_another_user_of_a_running_turn_is_403_and_does_not_stop_it(
     slow_server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     body = {"input": MARCH, "sessionSettings": session("wanda")}
     url, headers = slow_server.chat_url(), slow_server.headers
     async with client.stream("POST", url, json=body, headers=headers) as response:
@@ -153,7 +164,7 @@ async def test_thinking_is_streamed_in_development_mode_only(
     client: httpx.AsyncClient,
     development_mode: bool,
     expected: bool,
-):
+) -> None:
     with start_server(development_mode=development_mode) as api:
         lines = await stream_lines(client, api, {"input": MARCH, "sessionSettings": session()})
     assert any("thinking" in line for line in lines) is expected
@@ -163,7 +174,7 @@ async def test_thinking_is_streamed_in_development_mode_only(
 
 async def test_a_failure_after_the_stream_started_is_an_error_line(
     server: RunningServer, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     def failing_search(*args: Any) -> dict[str, Any]:
         raise ChatApiError("metadata search is down")
 

@@ -1,5 +1,8 @@
-"""Users over HTTP: ephemeral TTL, persisted users, the external user limit, declared
-attributes, internal users (configured or added by the admin command), and a restart."""
+"""Users over HTTP.
+
+Ephemeral TTL, persisted users, the external user limit, declared attributes, internal users
+(configured or added by the admin command), and a restart.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +13,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from chat_support import MARCH, session, stream_lines
 
 from chat_api.settings import InternalUser
 from models.chat import ToolCall
 from models.tools import sql_input, sql_result
+from tests.integration.chat_api.chat_support import MARCH, session, stream_lines
 
 if TYPE_CHECKING:
-    from conftest import RunningServer, ServerStarter
+    from tests.integration.chat_api.conftest import RunningServer, ServerStarter
 
 EXPIRY_DEADLINE_S = 30.0
 
@@ -47,7 +50,7 @@ async def _post(
 
 async def test_an_ephemeral_user_and_its_threads_expire_after_the_ttl(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     short = {**session("brief"), "ephemeralTtlSeconds": 1}
     lines = await stream_lines(client, server, {"input": MARCH, "sessionSettings": short})
     chat_id = _chat_id(lines)
@@ -64,7 +67,7 @@ async def test_an_ephemeral_user_and_its_threads_expire_after_the_ttl(
 
 async def test_is_ephemeral_false_persists_the_user_past_the_ttl(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     kept = {**session("keeper"), "ephemeralTtlSeconds": 1, "isEphemeral": False}
     lines = await stream_lines(client, server, {"input": MARCH, "sessionSettings": kept})
     await asyncio.sleep(1.5)  # past the TTL the user would have had
@@ -76,7 +79,7 @@ async def test_is_ephemeral_false_persists_the_user_past_the_ttl(
 
 async def test_the_external_user_limit_refuses_the_next_user_with_a_403(
     start_server: ServerStarter, client: httpx.AsyncClient
-):
+) -> None:
     with start_server(max_external_users=2) as api:
         for name in ("u1", "u2", "u1"):
             await stream_lines(client, api, {"input": MARCH, "sessionSettings": session(name)})
@@ -90,7 +93,7 @@ async def test_the_external_user_limit_refuses_the_next_user_with_a_403(
 
 async def test_an_undeclared_attribute_is_a_400_naming_it(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     body = {"input": MARCH, "sessionSettings": session("dora", dest="ORD")}
     response = await _post(client, server, body)
     assert response.status_code == 400
@@ -101,7 +104,9 @@ async def test_an_undeclared_attribute_is_a_400_naming_it(
     assert made.status_code == 400
 
 
-async def test_an_unknown_internal_user_is_a_400(server: RunningServer, client: httpx.AsyncClient):
+async def test_an_unknown_internal_user_is_a_400(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
     body = {"input": MARCH, "sessionSettings": {"internalId": "nobody@example.com"}}
     response = await _post(client, server, body)
     assert response.status_code == 400
@@ -110,7 +115,7 @@ async def test_an_unknown_internal_user_is_a_400(server: RunningServer, client: 
 
 async def test_a_configured_internal_user_brings_its_own_attributes(
     start_server: ServerStarter, client: httpx.AsyncClient
-):
+) -> None:
     ann = InternalUser(email="ann@example.com", attributes={"origin": "JFK"})
     with start_server(internal_users=(ann,)) as api:
         body = {"input": MARCH, "sessionSettings": {"internalId": "ann@example.com"}}
@@ -122,7 +127,7 @@ async def test_a_configured_internal_user_brings_its_own_attributes(
 
 async def test_an_internal_user_added_by_the_admin_command_can_chat(
     start_server: ServerStarter, client: httpx.AsyncClient
-):
+) -> None:
     with start_server() as api:
         env = {**os.environ, "CHATSCRIBE_API_DATABASE_URL": api.settings.api_database_url}
         command = [
@@ -146,7 +151,7 @@ async def test_an_internal_user_added_by_the_admin_command_can_chat(
 
 async def test_a_restarted_server_continues_a_thread_of_a_persisted_user(
     start_server: ServerStarter, client: httpx.AsyncClient
-):
+) -> None:
     persisted = {**session("rita"), "isEphemeral": False}
     first_body = {"input": "Average arrival delay by carrier", "sessionSettings": persisted}
     with start_server() as api:

@@ -32,13 +32,13 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from stack_support import ChatApi, ProcessStack, isolated_settings
 
 from models import wire
 from models.records import ChatJob
 from pipeline.kafka.clients import DEFAULT_PARTITIONS
 from pipeline.runs.submit import submit_jobs
 from pipeline.settings import Settings
+from tests.stack_support import ChatApi, ProcessStack, isolated_settings
 
 API_KEY = "faults-key"
 READY_TIMEOUT_S = 90.0
@@ -263,8 +263,11 @@ def _count(values: Any) -> dict[str, int]:
 
 @dataclass(kw_only=True)
 class FaultStack(ProcessStack):
-    """A running stack (Chat API logging what it sent to ``sent_log``, workers named
-    ``worker-a``, ``worker-b``, ... as their ``worker_id``, a sink) and the run's checks."""
+    """A running stack and the run's checks.
+
+    The Chat API logs what it sent to ``sent_log``; workers are named ``worker-a``,
+    ``worker-b``, ... as their ``worker_id``; one sink.
+    """
 
     sent_log: Path
 
@@ -296,8 +299,11 @@ class FaultStack(ProcessStack):
         return audit(self.conninfo, schema, run_id, jobs_submitted, self.sent_log)
 
     def balanced(self) -> bool:
-        """True when every worker's latest assignment of ``chat.requests`` is non-empty and
-        together they hold each partition exactly once (the group finished rebalancing)."""
+        """True when the group finished rebalancing.
+
+        Every worker's latest assignment of ``chat.requests`` is non-empty and together they hold
+        each partition exactly once.
+        """
         topic = self.settings.topic(wire.TOPIC_REQUESTS)
         pattern = re.compile(
             rf"partitions assigned worker_id=\S+ topic={re.escape(topic)} partitions=\[([\d, ]*)\]"
@@ -331,8 +337,10 @@ def running_stack(
     concurrency: int,
     **overrides: Any,
 ) -> Iterator[FaultStack]:
-    """Schema, topics, Chat API, ``workers`` workers (``worker-a``, ``worker-b``, ...) and a sink
-    on settings of their own: ``concurrency`` streams per worker, group session timeout
+    """Schema, topics.
+
+    Chat API, ``workers`` workers (``worker-a``, ``worker-b``, ...) and a sink on settings of
+    their own: ``concurrency`` streams per worker, group session timeout
     :data:`FAST_SESSION_TIMEOUT_S`, ``overrides`` on top.
 
     On exit every process still meant to run must stop cleanly (exit code 0).

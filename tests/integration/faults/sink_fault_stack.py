@@ -1,5 +1,7 @@
-"""Support for the sink and PostgreSQL fault tests: the whole pipeline as processes, and the
-audit that compares what was sent with what the archive stored.
+"""Support for the sink and PostgreSQL fault tests.
+
+The whole pipeline as processes, and the audit that compares what was sent with what the archive
+stored.
 
 * :func:`sink_fault_settings`: settings on topics and groups of their own, the archive
   upgraded in the given schema, the topics created.
@@ -29,8 +31,13 @@ import httpx
 import sqlalchemy as sa
 import yaml
 from aiokafka import TopicPartition
-from fault_support import FaultNumbers
-from stack_support import (
+
+from models import wire
+from pipeline.archive.engine import create_engine
+from pipeline.kafka.clients import DEFAULT_PARTITIONS, create_consumer, ensure_topics
+from pipeline.settings import Settings
+from tests.integration.faults.fault_support import FaultNumbers
+from tests.stack_support import (
     ChatApi,
     ProcessStack,
     ServiceProcess,
@@ -38,11 +45,6 @@ from stack_support import (
     free_port,
     migrated_settings,
 )
-
-from models import wire
-from pipeline.archive.engine import create_engine
-from pipeline.kafka.clients import DEFAULT_PARTITIONS, create_consumer, ensure_topics
-from pipeline.settings import Settings
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -57,8 +59,11 @@ KeyTriple = tuple[str, int, int]
 
 
 def sink_fault_settings(kafka_bootstrap: str, database_url: str, *, schema: str) -> Settings:
-    """Settings on topics and consumer groups of their own, the archive upgraded in ``schema``
-    and the topics created: 25 records a sink batch, 6 streams a worker, a free Chat API port."""
+    """Settings on topics and consumer groups of their own.
+
+    The archive upgraded in ``schema`` and the topics created: 25 records a sink batch, 6
+    streams a worker, a free Chat API port.
+    """
     settings = migrated_settings(
         kafka_bootstrap,
         database_url,
@@ -96,9 +101,11 @@ class SinkFaultStack(ProcessStack):
     """Lines the sink incarnations found already stored (read before each kill and stop)."""
 
     def start_sink(self, name: str = "", **extra_env: str) -> ServiceProcess:
-        """Starts a sink named ``name`` or ``sink-<n>`` (the n-th start), its metrics on a port
-        of its own; libpq reads PGAPPNAME: pg_stat_activity then tells which sink a backend
-        serves."""
+        """Starts a sink named ``name`` or ``sink-<n>`` (the n-th start).
+
+        Its metrics on a port of its own; libpq reads PGAPPNAME: pg_stat_activity then tells
+        which sink a backend serves.
+        """
         self.sink_starts += 1
         name = name or f"sink-{self.sink_starts}"
         port = free_port()
@@ -135,9 +142,12 @@ def start_stack(
     line_delay_ms: int = 0,
     sent_log: Path | None = None,
 ) -> SinkFaultStack:
-    """Starts the Chat API on the port of ``settings.chat_url`` (waits for ``/healthz``;
-    ``line_delay_ms`` between lines; every line it sends logged to ``sent_log``,
-    :mod:`chat_api.http.sent_log`), the workers and the sinks. The caller stops it."""
+    """Starts the Chat API, the workers and the sinks; the caller stops them.
+
+    The Chat API listens on the port of ``settings.chat_url`` (waited for on ``/healthz``),
+    waits ``line_delay_ms`` between lines and logs every line it sends to ``sent_log``
+    (:mod:`chat_api.http.sent_log`).
+    """
     stack = SinkFaultStack(settings, logs, READY_TIMEOUT_S, STOP_TIMEOUT_S)
     env = {"CHATSCRIBE_LINE_DELAY_MS": str(line_delay_ms)}
     if sent_log is not None:
@@ -304,8 +314,11 @@ def assert_nothing_lost_or_doubled(result: Audit) -> None:
 
 
 def assert_sent_log_agrees(result: Audit, numbers: FaultNumbers) -> None:
-    """The Chat API's sent log (:func:`fault_support.audit`) agrees with ``chat.lines`` and the
-    archive: every line sent was stored, and every stream it sent was recorded."""
+    """The Chat API's sent log agrees with ``chat.lines`` and the archive.
+
+    Every line sent was stored, and every stream it sent was recorded
+    (:func:`fault_support.audit`).
+    """
     print(f"Chat API sent log: {numbers}")
     assert numbers.lines_sent == numbers.lines_stored == result.lines_stored
     assert numbers.streams_unrecorded == 0 and numbers.lines_sent_not_stored == 0

@@ -13,8 +13,9 @@ import subprocess
 import sys
 
 import pytest
-from fault_support import StackFactory, make_jobs, submit
-from stack_support import ROOT
+
+from tests.integration.faults.fault_support import StackFactory, make_jobs, submit
+from tests.stack_support import ROOT
 
 pytestmark = pytest.mark.integration
 

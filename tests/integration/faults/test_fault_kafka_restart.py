@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fault_support import running_stack
-from stack_support import ROOT, free_port
+
+from tests.integration.faults.fault_support import running_stack
+from tests.stack_support import ROOT, free_port
 
 pytestmark = pytest.mark.integration
 

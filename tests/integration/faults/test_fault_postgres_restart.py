@@ -16,9 +16,13 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import fault_support
 import pytest
-from sink_fault_stack import (
+
+import tests.integration.faults.fault_support as fault_support
+from pipeline.archive.engine import create_engine
+from pipeline.runs.runner import submit_questions_file, wait_for_run
+from pipeline.settings import Settings
+from tests.integration.faults.sink_fault_stack import (
     SinkFaultStack,
     assert_nothing_lost_or_doubled,
     assert_sent_log_agrees,
@@ -29,11 +33,7 @@ from sink_fault_stack import (
     start_stack,
     wait_for_flow,
 )
-from stack_support import ROOT, free_port
-
-from pipeline.archive.engine import create_engine
-from pipeline.runs.runner import submit_questions_file, wait_for_run
-from pipeline.settings import Settings
+from tests.stack_support import ROOT, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

@@ -16,7 +16,8 @@ owner ends the attempt as superseded and continues it by fetching the thread's s
 from __future__ import annotations
 
 import pytest
-from fault_support import FaultStack, StackFactory
+
+from tests.integration.faults.fault_support import FaultStack, StackFactory
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,8 @@ them, line by line, with what the Chat API sent) and no job runs twice.
 from __future__ import annotations
 
 import pytest
-from fault_support import StackFactory
+
+from tests.integration.faults.fault_support import StackFactory
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,16 @@ import asyncio
 import time
 from pathlib import Path
 
-import fault_support
 import psycopg
 import pytest
 import sqlalchemy as sa
-from sink_fault_stack import (
+
+import tests.integration.faults.fault_support as fault_support
+from pipeline.archive.engine import create_engine
+from pipeline.archive.jobs import lock_key
+from pipeline.runs.runner import submit_questions_file, wait_for_run
+from pipeline.settings import Settings
+from tests.integration.faults.sink_fault_stack import (
     FLOW_WAIT_S,
     SinkFaultStack,
     assert_nothing_lost_or_doubled,
@@ -28,11 +33,6 @@ from sink_fault_stack import (
     start_stack,
     wait_for_flow,
 )
-
-from pipeline.archive.engine import create_engine
-from pipeline.archive.jobs import lock_key
-from pipeline.runs.runner import submit_questions_file, wait_for_run
-from pipeline.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -69,8 +69,9 @@ def _unfinished_job(engine: sa.Engine, schema: str) -> str | None:
 async def _kill_inside_a_transaction(
     stack: SinkFaultStack, engine: sa.Engine, pg_conninfo: str, schema: str
 ) -> bool:
-    """Holds one unfinished job's advisory lock until a sink's batch transaction waits on it,
-    then SIGKILLs that sink: it dies with its batch fetched, written in part and uncommitted.
+    """Holds one unfinished job's advisory lock until a sink's batch transaction waits on it.
+
+    Then SIGKILLs that sink: it dies with its batch fetched, written in part and uncommitted.
 
     Returns: False when no job was left unfinished to hold.
     """

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fault_support import TERMINAL, FaultStack, StackFactory
+
+from tests.integration.faults.fault_support import TERMINAL, FaultStack, StackFactory
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,9 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from worker_support import (
+
+from pipeline.kafka.clients import ensure_topics
+from tests.integration.pipeline.worker_support import (
     ALL_TOPICS,
     ScriptedChat,
     Submit,
@@ -24,8 +26,6 @@ from worker_support import (
     unique_prefix,
     worker_settings,
 )
-
-from pipeline.kafka.clients import ensure_topics
 
 
 @pytest.fixture(scope="module")

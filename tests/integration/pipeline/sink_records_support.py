@@ -1,5 +1,6 @@
-"""Small, complete job transcripts for the sink tests: lines and lifecycle events; sinks run
-in this process; polling.
+"""Small, complete job transcripts for the sink tests: lines and lifecycle events.
+
+Sinks run in this process; polling.
 
 Each job is a ``__cutoff__`` line, ``n_deltas`` content deltas and a final answer, then the
 terminal ``completed`` event with its ``line_count``, so the archive can normalise it.
@@ -88,8 +89,10 @@ def jobs_records(
 
 @asynccontextmanager
 async def running_sinks(settings: Settings, count: int = 1) -> AsyncIterator[list[Sink]]:
-    """``count`` sinks started and running (``Sink.run``) in this event loop; on exit each is
-    asked to stop, its run awaited, and stopped."""
+    """``count`` sinks started and running (``Sink.run``) in this event loop.
+
+    On exit each is asked to stop, its run awaited, and stopped.
+    """
     sinks = [Sink(settings) for _ in range(count)]
     for sink in sinks:
         await sink.start()

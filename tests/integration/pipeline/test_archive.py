@@ -13,8 +13,9 @@ import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
-from models import archive, wire
+from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
+from pipeline.archive import tables as archive
 from pipeline.archive.engine import create_engine, upgrade
 from pipeline.archive.lines import JSONB_REFUSED, NUL_REFUSED
 from pipeline.archive.writer import ArchiveWriter
@@ -43,7 +44,7 @@ def engine(settings: Settings) -> Iterator[sa.Engine]:
 
 @pytest.fixture
 def writer(engine: sa.Engine, settings: Settings) -> ArchiveWriter:
-    return ArchiveWriter(engine, schema=settings.database_schema)
+    return ArchiveWriter(engine)
 
 
 def _raw(**fields: Any) -> bytes:
@@ -96,10 +97,8 @@ TRANSCRIPT = [
 
 
 def _rows(engine: sa.Engine, query: str, **params: Any) -> list[Any]:
-    """Runs ``query`` with the test's schema first on the search path."""
-    schema = engine.get_execution_options()["schema_translate_map"][None]
+    """Runs ``query`` (the engine's connections have the test's schema as search path)."""
     with engine.connect() as conn:
-        conn.exec_driver_sql(f'SET search_path TO "{schema}"')
         return list(conn.execute(sa.text(query), params))
 
 
@@ -215,6 +214,33 @@ def test_incomplete_attempt_is_not_normalised_until_its_last_line(
     assert writer.write_batch(lines, []).normalised == ()  # already normalised
 
 
+def test_lines_of_earlier_batches_are_not_parsed_again_to_normalise(
+    writer: ArchiveWriter, engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parse once: the attempt spans two batches; normalising it parses none of its lines."""
+    from models import records
+    from pipeline.archive import derived
+
+    parses: list[bytes] = []
+    real = records.parse_line
+
+    def counting(raw: bytes) -> Any:
+        parses.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(derived, "parse_line", counting)
+    lines = _lines("j-once", TRANSCRIPT)
+    writer.write_batch(lines[:-1], [])
+    assert writer.write_batch(lines[-1:], _events("j-once", len(TRANSCRIPT))).normalised == (
+        ("j-once", 1),
+    )
+    assert parses == []
+    assert _rows(engine, "SELECT count(*) AS n FROM messages WHERE job_id = 'j-once'")[0].n > 0
+    fresh = ArchiveWriter(engine)  # a sink that did not see the lines parses them from storage
+    assert fresh.renormalise("j-once", 1)
+    assert len(parses) == len(TRANSCRIPT)
+
+
 def test_late_started_event_keeps_the_terminal_status(
     writer: ArchiveWriter, engine: sa.Engine
 ) -> None:
@@ -256,7 +282,7 @@ def test_two_writers_racing_on_one_job_still_normalise_it(
     engine: sa.Engine, settings: Settings
 ) -> None:
     jobs = [f"j-race-{n}" for n in range(8)]
-    writers = [ArchiveWriter(engine, schema=settings.database_schema) for _ in range(2)]
+    writers = [ArchiveWriter(engine) for _ in range(2)]
 
     def race(job_id: str) -> None:
         barrier = threading.Barrier(2)

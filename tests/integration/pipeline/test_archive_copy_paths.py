@@ -1,5 +1,8 @@
-"""The two ways lines reach stream_lines (direct COPY, staging + ON CONFLICT) store the same rows,
-against a real PostgreSQL in a fresh schema per test."""
+"""The two ways lines reach stream_lines store the same rows.
+
+Direct COPY, and staging + ON CONFLICT, against a real PostgreSQL in a fresh schema per
+test.
+"""
 
 from __future__ import annotations
 
@@ -75,7 +78,7 @@ def test_direct_copy_and_staging_store_identical_rows(
     engine: sa.Engine, settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="pipeline.archive.lines")
-    writer = ArchiveWriter(engine, schema=settings.database_schema)
+    writer = ArchiveWriter(engine)
     clean = [line for line in _lines("j-direct") if line.line_no != 5]  # NaN: jsonb refuses
     direct = writer.write_batch(clean, [])
     assert _refusals(caplog) == []
@@ -96,7 +99,7 @@ def test_direct_copy_and_staging_store_identical_rows(
 def test_a_batch_written_twice_changes_nothing_the_second_time(
     engine: sa.Engine, settings: Settings
 ) -> None:
-    writer = ArchiveWriter(engine, schema=settings.database_schema)
+    writer = ArchiveWriter(engine)
     lines = [line for line in _lines("j-twice") if line.line_no != 5]
     first = writer.write_batch(lines, [])
     before = _stored(engine, settings.database_schema, "j-twice")

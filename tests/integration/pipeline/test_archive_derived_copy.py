@@ -1,5 +1,7 @@
-"""Derived rows written with COPY (pipeline.archive.derived) against real PostgreSQL: values
-round-trip, and a refused attempt is skipped while the rest of the batch is normalised."""
+"""Derived rows written with COPY (pipeline.archive.derived) against real PostgreSQL.
+
+Values round-trip, and a refused attempt is skipped while the rest of the batch is normalised.
+"""
 
 from __future__ import annotations
 
@@ -71,14 +73,12 @@ def _attempt(job_id: str) -> tuple[list[LineEnvelope], JobEvent]:
 
 
 def _rows(engine: sa.Engine, sql: str) -> list[Any]:
-    schema = engine.get_execution_options()["schema_translate_map"][None]
     with engine.connect() as conn:
-        conn.exec_driver_sql(f'SET search_path TO "{schema}"')
         return list(conn.execute(sa.text(sql)))
 
 
 def test_derived_rows_copied_keep_their_values(engine: sa.Engine, settings: Settings) -> None:
-    writer = ArchiveWriter(engine, schema=settings.database_schema)
+    writer = ArchiveWriter(engine)
     lines, done = _attempt("j-copy")
     outcome = writer.write_batch(lines, [done])
     assert outcome.normalised == (("j-copy", 1),)
@@ -109,7 +109,7 @@ def test_refused_attempt_is_skipped_and_the_others_are_normalised(
         return dataclasses.replace(transcript, answer=answer)  # breaks ck_answers_source
 
     monkeypatch.setattr(archive_derived, "normalise", breaking)
-    writer = ArchiveWriter(engine, schema=settings.database_schema)
+    writer = ArchiveWriter(engine)
     good, good_done = _attempt("j-good")
     bad, bad_done = _attempt("j-bad")
     outcome = writer.write_batch([*good, *bad], [good_done, bad_done])

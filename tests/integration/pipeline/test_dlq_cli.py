@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sink_records_support import job_records, produce_records, running_sinks, wait_for
-from stack_support import migrated_settings
 from typer.testing import CliRunner
 
 from models import wire
@@ -20,6 +18,13 @@ from pipeline.cli.dlq import hexdump
 from pipeline.kafka.clients import create_producer, ensure_topics
 from pipeline.settings import Settings
 from pipeline.sink.loop import Sink
+from tests.integration.pipeline.sink_records_support import (
+    job_records,
+    produce_records,
+    running_sinks,
+    wait_for,
+)
+from tests.stack_support import migrated_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -51,9 +56,7 @@ async def _cli(settings: Settings, *args: str) -> Any:
 
 
 def _scalar(engine: sa.Engine, query: str, **params: Any) -> Any:
-    schema = engine.get_execution_options()["schema_translate_map"][None]
     with engine.connect() as conn:
-        conn.exec_driver_sql(f'SET search_path TO "{schema}"')
         return conn.execute(sa.text(query), params).scalar_one()
 
 
@@ -66,8 +69,10 @@ async def _until(condition: Callable[[], bool], what: str) -> None:
 
 
 async def _seed(settings: Settings) -> bytes:
-    """Produces a job with line 5 held back in chat.lines.dlq (as if dead-lettered while the
-    archive could not take it), a record the sink must dead-letter, and a dead job.
+    """Produces a job with line 5 held back in chat.lines.dlq, and two bad records.
+
+    Line 5 is as if dead-lettered while the archive could not take it; the others are a
+    record the sink must dead-letter and a dead job.
 
     Returns: the held-back line's raw bytes.
     """

@@ -26,7 +26,6 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
-from worker_support import CHAT_PATH, WorkerProcess, free_port, start_worker, worker_settings
 
 from models import wire
 from models.records import ChatJob
@@ -35,6 +34,13 @@ from pipeline.kafka.clients import ensure_topics
 from pipeline.runs.submit import submit_jobs
 from pipeline.settings import Settings
 from pipeline.sink.loop import Sink
+from tests.integration.pipeline.worker_support import (
+    CHAT_PATH,
+    WorkerProcess,
+    free_port,
+    start_worker,
+    worker_settings,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -142,9 +148,7 @@ def worker(settings: Settings, tmp_path: Path) -> Iterator[WorkerProcess]:
 
 
 def _one(engine: sa.Engine, query: str, **params: Any) -> Any:
-    schema = engine.get_execution_options()["schema_translate_map"][None]
     with engine.connect() as conn:
-        conn.exec_driver_sql(f'SET search_path TO "{schema}"')
         return conn.execute(sa.text(query), params).one_or_none()
 
 

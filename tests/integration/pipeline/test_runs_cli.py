@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 import yaml
-from sink_records_support import job_records, produce_records, running_sinks
-from stack_support import migrated_settings
 from typer.testing import CliRunner
 
 from models import wire
@@ -22,6 +20,12 @@ from models.records import ChatJob
 from pipeline.cli.app import app
 from pipeline.kafka.clients import create_consumer, ensure_topics
 from pipeline.settings import Settings
+from tests.integration.pipeline.sink_records_support import (
+    job_records,
+    produce_records,
+    running_sinks,
+)
+from tests.stack_support import migrated_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

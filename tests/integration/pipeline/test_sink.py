@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from aiokafka import TopicPartition
-from stack_support import migrated_settings
 
 from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
@@ -30,6 +29,7 @@ from pipeline.kafka.clients import (
 )
 from pipeline.settings import Settings
 from pipeline.sink.loop import BatchReport, Sink
+from tests.stack_support import migrated_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -204,9 +204,7 @@ async def _started(settings: Settings, **kwargs: Any) -> Sink:
 
 
 def _count(engine: sa.Engine, sql: str, **params: Any) -> Any:
-    schema = engine.get_execution_options()["schema_translate_map"][None]
     with engine.connect() as conn:
-        conn.exec_driver_sql(f'SET search_path TO "{schema}"')
         return conn.execute(sa.text(sql), params).scalar()
 
 
@@ -227,9 +225,7 @@ async def _run_until(
 
 
 def _rows(engine: sa.Engine, sql: str) -> list[Any]:
-    schema = engine.get_execution_options()["schema_translate_map"][None]
     with engine.connect() as conn:
-        conn.exec_driver_sql(f'SET search_path TO "{schema}"')
         return list(conn.execute(sa.text(sql)))
 
 
@@ -378,8 +374,8 @@ async def test_restart_before_the_offset_commit_writes_nothing_twice(
 class _FlakyWriter(ArchiveWriter):
     """Fails with ArchiveUnavailableError for the first ``failures`` batches."""
 
-    def __init__(self, engine: sa.Engine, schema: str, failures: int) -> None:
-        super().__init__(engine, schema=schema)
+    def __init__(self, engine: sa.Engine, failures: int) -> None:
+        super().__init__(engine)
         self.failures = failures
         self.calls = 0
 
@@ -397,7 +393,7 @@ async def test_unavailable_database_is_retried_and_nothing_is_committed_or_dropp
 ) -> None:
     lines, events = _records("job-retry")
     await produce(lines, events)
-    writer = _FlakyWriter(engine, settings.database_schema, failures=1000)
+    writer = _FlakyWriter(engine, failures=1000)
     sink = await _started(settings, writer=writer, retry_budget_s=1.0)
     try:
         deadline = time.monotonic() + WAIT_S
@@ -438,9 +434,7 @@ async def test_record_the_database_refuses_is_isolated_and_dead_lettered(
         job_id="job-other", attempt=1, line_no=1, raw=POISON, received_at=datetime.now(UTC)
     )
     await produce([*lines[:3], poison, *lines[3:]], events)
-    sink = await _started(
-        settings, writer=_RejectingWriter(engine, schema=settings.database_schema)
-    )
+    sink = await _started(settings, writer=_RejectingWriter(engine))
     try:
         reports = await _run_until(sink, lambda: _normalised(engine, "job-poison"))
         while sum(r.dead_lettered for r in reports) < 1:

@@ -9,12 +9,19 @@ import time
 
 import httpx
 import pytest
-from sink_records_support import jobs_records, produce_records
-from stack_support import ROOT, Samples, free_port, migrated_settings, parse_samples, stack_env
 
 from models import wire
 from pipeline.kafka.clients import create_producer, ensure_topics
 from pipeline.settings import Settings
+from tests.integration.pipeline.sink_records_support import jobs_records, produce_records
+from tests.stack_support import (
+    ROOT,
+    Samples,
+    free_port,
+    migrated_settings,
+    parse_samples,
+    stack_env,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

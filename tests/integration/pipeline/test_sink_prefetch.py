@@ -1,5 +1,7 @@
-"""The sink's fetch ahead (pipeline.sink.prefetch) against real Kafka and PostgreSQL: a failed
-write rewinds the batch fetched ahead too, a rebalance drops what it took, nothing is lost."""
+"""The sink's fetch ahead (pipeline.sink.prefetch) against real Kafka and PostgreSQL.
+
+A failed write rewinds the batch fetched ahead too, a rebalance drops what it took, nothing is lost.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from aiokafka import TopicPartition
-from stack_support import migrated_settings
 
 from models import wire
 from models.records import JobEvent, LineEnvelope
@@ -22,6 +23,7 @@ from pipeline.kafka.clients import create_consumer, create_producer, ensure_topi
 from pipeline.settings import Settings
 from pipeline.sink.loop import BatchReport, Sink
 from pipeline.sink.prefetch import Fetched, Prefetcher, fetch
+from tests.stack_support import migrated_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -74,11 +76,13 @@ async def produced(settings: Settings) -> list[LineEnvelope]:
 
 
 class _SlowFailingWriter(ArchiveWriter):
-    """Its first ``failures`` writes take a while (so the next batch is fetched ahead
-    meanwhile) and then fail as if PostgreSQL were down."""
+    """Its first ``failures`` writes take a while, then fail as if PostgreSQL were down.
 
-    def __init__(self, engine: sa.Engine, schema: str, failures: int) -> None:
-        super().__init__(engine, schema=schema)
+    The wait lets the next batch be fetched ahead meanwhile.
+    """
+
+    def __init__(self, engine: sa.Engine, failures: int) -> None:
+        super().__init__(engine)
         self.failures = failures
         self.calls = 0
 
@@ -93,9 +97,8 @@ class _SlowFailingWriter(ArchiveWriter):
 
 
 def _stored(engine: sa.Engine) -> int:
-    schema = engine.get_execution_options()["schema_translate_map"][None]
     with engine.connect() as conn:
-        found = conn.exec_driver_sql(f'SELECT count(*) FROM "{schema}".stream_lines').scalar()
+        found = conn.exec_driver_sql("SELECT count(*) FROM stream_lines").scalar()
     return int(found or 0)
 
 
@@ -113,7 +116,7 @@ async def _committed(settings: Settings) -> int:
 async def test_failed_write_rewinds_the_batch_fetched_ahead_and_loses_nothing(
     settings: Settings, engine: sa.Engine, produced: list[LineEnvelope]
 ) -> None:
-    writer = _SlowFailingWriter(engine, settings.database_schema, failures=1)
+    writer = _SlowFailingWriter(engine, failures=1)
     sink = Sink(settings, writer=writer, retry_budget_s=0.2)
     await sink.start()
     reports: list[BatchReport] = []

@@ -6,13 +6,18 @@ from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
-from sink_records_support import jobs_records, produce_records, running_sinks, wait_for
-from stack_support import migrated_settings
 
 from models import wire
 from pipeline.kafka.clients import DEFAULT_PARTITIONS, ensure_topics
 from pipeline.settings import Settings
 from pipeline.sink.loop import Sink
+from tests.integration.pipeline.sink_records_support import (
+    jobs_records,
+    produce_records,
+    running_sinks,
+    wait_for,
+)
+from tests.stack_support import migrated_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

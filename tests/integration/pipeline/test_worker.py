@@ -17,7 +17,12 @@ import httpx
 import pytest
 from aiokafka import TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
-from worker_support import (
+
+from models import wire
+from models.records import ChatJob, LineEnvelope
+from pipeline.kafka.clients import create_consumer, ensure_topics
+from pipeline.settings import Settings
+from tests.integration.pipeline.worker_support import (
     ALL_TOPICS,
     API_KEY,
     BIG_LINE_BYTES,
@@ -36,11 +41,6 @@ from worker_support import (
     submitting,
     worker_settings,
 )
-
-from models import wire
-from models.records import ChatJob, LineEnvelope
-from pipeline.kafka.clients import create_consumer, ensure_topics
-from pipeline.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from worker_support import (
+
+from tests.integration.pipeline.worker_support import (
     RUN_WORKER,
     ScriptedChat,
     WorkerProcess,

@@ -89,7 +89,7 @@ HUGE_LINE_BYTES = 20 * 1024 * 1024
 
 
 def malformed_lines(chat_id: str) -> list[bytes]:
-    """The ``malformed`` script: each kind of bad line the issue names, then a truncated tail.
+    r"""The ``malformed`` script: each kind of bad line the issue names, then a truncated tail.
 
     Order: cutoff, invalid JSON, invalid UTF-8, unknown fields, unknown sentinel, a 20 MiB line,
     a normal final answer, ``__usage__``, and a last line without ``\n`` (truncated JSON).
@@ -174,39 +174,46 @@ def script_app(state: ScriptedChat) -> Starlette:
     return Starlette(routes=routes)
 
 
+def _error_line_chunks(chat_id: str) -> list[bytes]:
+    lines = [_cutoff(chat_id), _line(content="a"), _line(error="tool exploded"), _line(content="b")]
+    return [raw + b"\n" for raw in [*lines, USAGE]]
+
+
+def _malformed_chunks(chat_id: str) -> list[bytes]:
+    lines = malformed_lines(chat_id)
+    return [raw + b"\n" for raw in lines[:-1]] + [lines[-1]]
+
+
+def _big_chunks(chat_id: str) -> list[bytes]:
+    return [_cutoff(chat_id) + b"\n" + _line(content="x" * BIG_LINE_BYTES) + b"\n" + USAGE + b"\n"]
+
+
+def _aborted_chunks(chat_id: str) -> list[bytes]:
+    abort = _line(id=wire.ID_ABORTED, type="abort", code="chat_aborted")
+    return [_cutoff(chat_id) + b"\n" + abort + b"\n"]
+
+
+_FIXED_SCRIPTS: dict[str, Callable[[str], list[bytes]]] = {
+    "error-line": _error_line_chunks,
+    "malformed": _malformed_chunks,
+    "big": _big_chunks,
+    "unterminated": lambda chat_id: [_cutoff(chat_id) + b"\n" + b'{"content":"cut'],
+    "aborted": _aborted_chunks,
+}
+"""Scripts whose body is a fixed list of chunks, by name."""
+
+
 async def _stream(state: ScriptedChat, script: str, chat_id: str) -> AsyncIterator[bytes]:
     if script in ("normal", "flaky"):
         for raw in normal_lines(chat_id):
             yield raw + b"\n"
             await asyncio.sleep(0)
-    elif script == "error-line":
-        for raw in [
-            _cutoff(chat_id),
-            _line(content="a"),
-            _line(error="tool exploded"),
-            _line(content="b"),
-            USAGE,
-        ]:
-            yield raw + b"\n"
-    elif script == "malformed":
-        lines = malformed_lines(chat_id)
-        for raw in lines[:-1]:
-            yield raw + b"\n"
-        yield lines[-1]
+    elif script in _FIXED_SCRIPTS:
+        for chunk in _FIXED_SCRIPTS[script](chat_id):
+            yield chunk
     elif script == "break":
         yield _cutoff(chat_id) + b"\n" + _line(content="half") + b"\n"
         raise RuntimeError("injected: the stream breaks mid-way")
-    elif script == "big":
-        yield _cutoff(chat_id) + b"\n" + _line(content="x" * BIG_LINE_BYTES) + b"\n" + USAGE + b"\n"
-    elif script == "unterminated":
-        yield _cutoff(chat_id) + b"\n" + b'{"content":"cut'
-    elif script == "aborted":
-        yield (
-            _cutoff(chat_id)
-            + b"\n"
-            + _line(id=wire.ID_ABORTED, type="abort", code="chat_aborted")
-            + b"\n"
-        )
     elif script == "slow":
         async for raw in _slow(state, chat_id):
             yield raw
@@ -345,8 +352,11 @@ class TopicReader:
         return [e for e in self.events(job_id) if e.is_terminal]
 
     def terminal(self, job_id: str) -> JobEvent | None:
-        """The job's first terminal event, leaving out the one a takeover records for an
-        attempt whose worker was lost (``AttemptSuperseded``)."""
+        """The job's first terminal event.
+
+        Leaving out the one a takeover records for an attempt whose worker was lost
+        (``AttemptSuperseded``).
+        """
         ended = [e for e in self.terminals(job_id) if e.error_type != ERROR_TYPE_SUPERSEDED]
         return next(iter(ended), None)
 

@@ -113,7 +113,7 @@ def test_flights_members_know_their_type_cube_and_join_path(model: SemanticModel
 def test_every_cube_view_and_member_has_a_title_and_description(model: SemanticModel) -> None:
     for cube in model.cubes.values():
         assert cube.title and cube.description, cube.name
-        for member in (*cube.dimensions, *cube.measures):
+        for member in cube.members:
             assert member.title and member.description, f"{cube.name}.{member.name}"
     for view in model.views.values():
         assert view.title and view.description, view.name

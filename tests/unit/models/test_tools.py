@@ -94,3 +94,11 @@ def test_bad_payload_raises_tool_payload_error(text: str, message: str) -> None:
 
 def test_absent_payload_is_none() -> None:
     assert tools.sql_result(ToolCall(name="svcSqlApi", input="{}")) is None
+
+
+def test_wire_names_come_from_the_typed_models() -> None:
+    assert tools.wire_name(tools.SqlResult, "columns") == "schema"
+    assert tools.wire_name(tools.SqlResult, "total_rows") == "totalRows"
+    assert tools.wire_name(tools.SqlInput, "query") == "query"
+    with pytest.raises(KeyError):
+        tools.wire_name(tools.SqlResult, "no_such_member")

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.runs.batch import QuestionsFileError, expand_jobs, load_questions
+from pipeline.errors import QuestionsFileError
+from pipeline.runs.batch import expand_jobs, load_questions
 
 URL = "http://127.0.0.1:8400/api/v1/public/local/demo/agents/1/chat/stream-chat-state"
 

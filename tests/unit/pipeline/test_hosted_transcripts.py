@@ -1,5 +1,8 @@
-"""Hand-made hosted-service transcripts (tests/data/hosted, built from field-notes.md) normalise
-with each oddity mapped, and everything unmappable kept."""
+"""Hand-made hosted-service transcripts normalise with each oddity mapped.
+
+The transcripts are in tests/data/hosted, built from field-notes.md; everything unmappable
+is kept.
+"""
 
 from __future__ import annotations
 

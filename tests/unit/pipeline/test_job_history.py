@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import pytest
 from aiokafka.errors import KafkaConnectionError
 
-from pipeline.kafka.clients import RecordDeliveryError
+from pipeline.errors import RecordDeliveryError
 from pipeline.worker.history import topic_partitions
 
 

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from pipeline.archive.redaction import WHOLE_LINE, RedactionRuleError, Redactor
+from pipeline.archive.redaction import WHOLE_LINE, Redactor
+from pipeline.errors import RedactionRuleError
 
 
 def test_email_detector_redacts_inside_json_and_keeps_it_json() -> None:

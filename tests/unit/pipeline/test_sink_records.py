@@ -53,8 +53,14 @@ def test_decode_batch_keeps_order_and_gives_reasons_for_what_cannot_be_archived(
     ]
     items, dead = decode_batch(records, lines_topic=LINES, events_topic=EVENTS)
     assert [type(value) for _, value in items] == [LineEnvelope, JobEvent]
-    assert items[0][1].line_no == 3 and items[1][0] is records[2]
-    reasons = {id(record): reason for record, reason in dead}
+    first = items[0][1]
+    assert isinstance(first, LineEnvelope) and first.line_no == 3 and items[1][0] is records[2]
+    reasons = {id(record): error.reason for record, error in dead}
+    assert all(
+        (error.topic, error.partition, error.offset)
+        == (record.topic, record.partition, record.offset)
+        for record, error in dead
+    )
     assert reasons[id(records[1])].startswith("LineRecordError: header chatscribe-attempt")
     assert "ValidationError" in reasons[id(records[3])]
     assert "unexpected topic p.other" in reasons[id(records[4])]

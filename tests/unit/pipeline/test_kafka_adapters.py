@@ -1,0 +1,120 @@
+"""The Kafka adapters translate aiokafka's errors and write every dead letter by one rule set."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaConnectionError
+
+from models import wire
+from models.records import DeadLetter
+from pipeline.errors import (
+    InvalidJobError,
+    InvalidRecordError,
+    PartitionsRevokedError,
+    RecordDeliveryError,
+    TransientError,
+)
+from pipeline.kafka import consumer
+from pipeline.kafka.dead_letters import MAX_REASON_CHARS, send_dead_letters
+from pipeline.kafka.lag import records_behind
+
+
+@dataclass(frozen=True)
+class TP:
+    topic: str
+    partition: int
+
+
+class RevokedConsumer:
+    """Raises what aiokafka raises once a rebalance took the partitions."""
+
+    async def commit(self, offsets: dict[Any, int]) -> None:
+        raise CommitFailedError("group rebalanced")
+
+    def seek(self, partition: Any, offset: int) -> None:
+        raise IllegalStateError("no longer assigned")
+
+    async def position(self, partition: Any) -> int:
+        raise IllegalStateError("no longer assigned")
+
+
+async def test_rebalance_errors_become_partitions_revoked_errors() -> None:
+    revoked, tp = RevokedConsumer(), TP("t.lines", 3)
+    with pytest.raises(PartitionsRevokedError) as commit_error:
+        await consumer.commit(revoked, {tp: 5})
+    with pytest.raises(PartitionsRevokedError) as seek_error:
+        consumer.seek(revoked, tp, 5)
+    with pytest.raises(PartitionsRevokedError):
+        await consumer.position(revoked, tp)
+    assert isinstance(commit_error.value, TransientError)
+    assert (seek_error.value.topic, seek_error.value.partition) == ("t.lines", 3)
+    assert isinstance(seek_error.value.__cause__, IllegalStateError)
+
+
+def test_lag_is_records_behind_the_end_never_negative() -> None:
+    assert records_behind(120, 100) == 20
+    assert records_behind(100, 120) == 0
+
+
+@dataclass
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Any = field(default_factory=list)
+
+
+class Producer:
+    def __init__(self, *, fail: bool = False) -> None:
+        self.sent: list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]] = []
+        self._fail = fail
+
+    async def send(self, topic: str, value: bytes, *, key: bytes | None, headers: Any) -> Any:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self._fail:
+            future.set_exception(KafkaConnectionError("broker gone"))
+        else:
+            future.set_result(None)
+        self.sent.append((topic, value, key, list(headers)))
+        return future
+
+
+async def test_worker_and_sink_dead_letters_follow_one_rule_set() -> None:
+    """Original key, value and headers kept (pairs or a faust mapping), reason cut, source set."""
+    job = Record("p.chat.requests", 1, 7, b"job-1", b"not a job", {"trace": b"abc"})
+    line = Record("p.chat.lines", 2, 9, b"job-2", b"raw", [("chatscribe-attempt", b"1")])
+    long_reason = "x" * (MAX_REASON_CHARS + 50)
+    producer = Producer()
+    await send_dead_letters(
+        producer,
+        "p.dlq",
+        [
+            (job, InvalidJobError(long_reason, topic=job.topic, partition=1, offset=7)),
+            (line, InvalidRecordError("bad", topic=line.topic, partition=2, offset=9)),
+        ],
+    )
+    (_, job_value, job_key, job_headers), (_, _, _, line_headers) = producer.sent
+    assert (job_value, job_key) == (b"not a job", b"job-1")
+    assert ("trace", b"abc") in job_headers
+    assert ("chatscribe-attempt", b"1") in line_headers
+    letter = DeadLetter.from_headers(job_headers)
+    assert letter.reason == "x" * MAX_REASON_CHARS
+    assert (letter.source_topic, letter.source_partition, letter.source_offset) == (
+        "p.chat.requests",
+        1,
+        7,
+    )
+    assert dict(line_headers)[wire.HEADER_DLQ_REASON] == b"bad"
+
+
+async def test_an_unacknowledged_dead_letter_is_a_delivery_error() -> None:
+    record = Record("p.chat.lines", 0, 1, b"k", b"v")
+    error = InvalidRecordError("bad", topic=record.topic, partition=0, offset=1)
+    with pytest.raises(RecordDeliveryError):
+        await send_dead_letters(Producer(fail=True), "p.dlq", [(record, error)])

@@ -1,0 +1,86 @@
+"""Parse once: the sink's parsed lines kept across batches, and the storable test on raw lines."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from models.archive import storable_as_parsed, storable_row
+from models.records import LineEnvelope
+from pipeline.archive.parsed import ParsedLines
+
+
+def _line(job: str, attempt: int, line_no: int, raw: bytes = b'{"id":"m"}') -> LineEnvelope:
+    return LineEnvelope.from_raw(
+        job_id=job, attempt=attempt, line_no=line_no, raw=raw, received_at=datetime.now(UTC)
+    )
+
+
+def test_parsed_lines_are_kept_until_their_attempt_is_forgotten() -> None:
+    parsed = ParsedLines()
+    lines = [_line("a", 1, 1), _line("a", 1, 2), _line("b", 1, 1)]
+    parsed.add(lines)
+    assert parsed.known[("a", 1, 2)] is lines[1]
+    parsed.forget([("a", 1)])
+    assert set(parsed.known) == {("b", 1, 1)}
+    assert parsed.bytes == len(lines[2].raw)
+
+
+def test_parsed_lines_stay_within_their_byte_budget_oldest_first() -> None:
+    parsed = ParsedLines(max_bytes=25)
+    parsed.add([_line("a", 1, n, b'{"id":"%d"}' % n) for n in range(1, 5)])  # 10 bytes each
+    assert list(parsed.known) == [("a", 1, 3), ("a", 1, 4)]
+    assert parsed.bytes == 20
+
+
+def test_a_line_added_again_replaces_the_earlier_one() -> None:
+    parsed = ParsedLines()
+    parsed.add([_line("a", 1, 1, b'{"id":"x"}')])
+    newer = _line("a", 1, 1, b'{"id":"yy"}')
+    parsed.add([newer])
+    assert parsed.known[("a", 1, 1)] is newer and parsed.bytes == len(newer.raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "clean"),
+    [
+        (b'{"content":"plain text","n":1.5e10}', True),
+        (b'{"content":"nul \\u0000"}', False),
+        (b'{"result":"{\\"x\\":\\"\\\\u0000\\"}"}', False),  # NUL nested in a payload string
+        (b'{"content":"\\ud800"}', False),
+        (b'{"n":NaN}', False),
+        (b'{"n":1e999}', False),  # overflows to inf
+        (b'{"r":"[\\n-1.5E+400]"}', False),  # in nested JSON, after an escaped newline
+        (b'{"id":"0b5e123-4430"}', True),  # an id, not a number
+    ],
+)
+def test_storable_as_parsed_flags_what_cleaning_would_change(raw: bytes, clean: bool) -> None:
+    assert storable_as_parsed(raw) is clean
+
+
+def test_storable_row_of_a_clean_parse_still_applies_the_integer_rule() -> None:
+    row = {"total_rows": 2**40, "rows": [[1, "a"]], "content": "x"}
+    assert storable_row(row, parsed_clean=True) == {
+        "total_rows": None,
+        "rows": [[1, "a"]],
+        "content": "x",
+    }
+    assert storable_row(row, parsed_clean=True) == storable_row(row)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"rows": [[1, "é", 2.5, None, True]], "nested": {"a": []}},
+        {"big": 2**70},  # beyond orjson's 64 bits: json.dumps writes it
+        {1: "a"},  # a key that is not a string: json.dumps writes it as "1"
+        [1, 2],
+    ],
+)
+def test_jsonb_text_writes_what_json_dumps_would_mean(value: object) -> None:
+    import json
+
+    from pipeline.archive.derived import jsonb_text
+
+    assert json.loads(jsonb_text(value)) == json.loads(json.dumps(value))

@@ -1,0 +1,217 @@
+"""The import rules of the tree (docs/layout.md), checked over every module's ``ast`` imports.
+
+Each rule names who may import what; a module breaking one makes its test fail with the module,
+the line and the import. Imports inside ``if TYPE_CHECKING:`` count too: a rule is about
+dependencies, not only about what runs.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("models", "pipeline", "chat_api")
+
+IO_LIBRARIES = (
+    "httpx",
+    "aiokafka",
+    "faust",
+    "mode",
+    "sqlalchemy",
+    "psycopg",
+    "duckdb",
+    "starlette",
+    "uvicorn",
+)
+"""Libraries that do I/O: pure packages import none of them."""
+
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "httpx": ("pipeline.chat",),
+    "aiokafka": ("pipeline.kafka", "pipeline.worker"),
+    "faust": ("pipeline.kafka", "pipeline.worker"),
+    "mode": ("pipeline.kafka", "pipeline.worker"),
+    "sqlalchemy": ("pipeline.archive", "chat_api.state"),
+    "psycopg": ("pipeline.archive", "chat_api.state"),
+}
+"""Library → the only packages that may import it (``models`` and ``pipeline.transcript`` are
+pure and may import none)."""
+
+PURE = ("models", "pipeline.transcript")
+PIPELINE_USERS_OF_CHAT_API = ("pipeline.cli", "pipeline.replay")
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported name: ``module`` is absolute, ``name`` is the name taken from it (or None)."""
+
+    importer: str
+    line: int
+    module: str
+    name: str | None
+
+    def __str__(self) -> str:
+        what = self.module if self.name is None else f"{self.module}:{self.name}"
+        return f"{self.importer}:{self.line} imports {what}"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports_of_text(text: str, *, importer: str) -> Iterator[Import]:
+    package = importer.rpartition(".")[0]
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(importer, node.lineno, alias.name, None)
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = parts[: len(parts) - node.level + 1]
+                module = ".".join([*base, module] if module else base)
+            for alias in node.names:
+                yield Import(importer, node.lineno, module, alias.name)
+
+
+def _imports_of(path: Path) -> Iterator[Import]:
+    importer = _module_name(path)
+    if path.name == "__init__.py":
+        importer += ".__init__"  # relative imports of a package resolve against the package
+    for found in _imports_of_text(path.read_text(encoding="utf-8"), importer=importer):
+        yield Import(found.importer.removesuffix(".__init__"), found.line, found.module, found.name)
+
+
+def _all_imports() -> list[Import]:
+    found: list[Import] = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found.extend(_imports_of(path))
+    return found
+
+
+IMPORTS = _all_imports()
+
+
+def _within(module: str, packages: tuple[str, ...] | str) -> bool:
+    wanted = (packages,) if isinstance(packages, str) else packages
+    return any(module == p or module.startswith(p + ".") for p in wanted)
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def test_the_scan_sees_the_tree() -> None:
+    importers = {i.importer for i in IMPORTS}
+    assert {"pipeline.sink.loop", "pipeline.chat.client", "chat_api.http.app"} <= importers
+    assert any(i.module == "httpx" for i in IMPORTS)
+
+
+@pytest.mark.parametrize("package", PURE)
+def test_pure_packages_import_no_io_library(package: str) -> None:
+    broken = [
+        str(i) for i in IMPORTS if _within(i.importer, package) and _top(i.module) in IO_LIBRARIES
+    ]
+    assert broken == []
+
+
+@pytest.mark.parametrize("library", sorted(ALLOWED))
+def test_io_library_is_imported_only_by_its_adapter(library: str) -> None:
+    broken = [
+        str(i)
+        for i in IMPORTS
+        if _top(i.module) == library and not _within(i.importer, ALLOWED[library])
+    ]
+    assert broken == []
+
+
+def test_chat_api_never_imports_pipeline() -> None:
+    broken = [
+        str(i) for i in IMPORTS if _within(i.importer, "chat_api") and _top(i.module) == "pipeline"
+    ]
+    assert broken == []
+
+
+def test_pipeline_imports_chat_api_only_from_cli_and_replay() -> None:
+    broken = [
+        str(i)
+        for i in IMPORTS
+        if _within(i.importer, "pipeline")
+        and _top(i.module) == "chat_api"
+        and not _within(i.importer, PIPELINE_USERS_OF_CHAT_API)
+    ]
+    assert broken == []
+
+
+def _exported(package: str) -> set[str]:
+    """Returns: the names in ``__all__`` of ``package``'s ``__init__.py`` (empty if none)."""
+    init = ROOT.joinpath(*package.split("."), "__init__.py")
+    if not init.is_file():
+        return set()
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if (
+            isinstance(node, ast.Assign | ast.AnnAssign)
+            and any(
+                isinstance(t, ast.Name) and t.id == "__all__"
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            )
+            and node.value is not None
+        ):
+            value = ast.literal_eval(node.value)
+            return set(value)
+    return set()
+
+
+def test_pipeline_uses_only_what_chat_api_exports_on_purpose() -> None:
+    """``from chat_api[.subpackage] import name`` with ``name`` in that package's ``__all__``."""
+    broken = [
+        str(i)
+        for i in IMPORTS
+        if _within(i.importer, "pipeline")
+        and _top(i.module) == "chat_api"
+        and (i.name is None or i.name not in _exported(i.module))
+    ]
+    assert broken == []
+
+
+def test_every_package_names_its_public_surface() -> None:
+    missing = [
+        _module_name(init.parent / "__init__.py")
+        for package in PACKAGES
+        for init in (ROOT / package).rglob("__init__.py")
+        if not _exported(_module_name(init))
+    ]
+    assert missing == []
+
+
+@pytest.mark.parametrize("package", ["models", "pipeline", "chat_api"])
+def test_every_exported_name_exists(package: str) -> None:
+    """Each ``__all__`` entry resolves (lazily loaded names included)."""
+    import importlib
+
+    for init in sorted((ROOT / package).rglob("__init__.py")):
+        name = _module_name(init)
+        module = importlib.import_module(name)
+        for exported in _exported(name):
+            assert getattr(module, exported, None) is not None, f"{name}.{exported}"
+
+
+def test_the_rules_would_catch_a_breach(tmp_path: Path) -> None:
+    """The scanner sees relative and absolute imports, so a breach cannot hide in either form."""
+    source = tmp_path / "probe.py"
+    source.write_text("import httpx\nfrom sqlalchemy import text\nfrom . import x\n")
+    found = list(_imports_of_text(source.read_text(), importer="pipeline.transcript.probe"))
+    assert [(i.module, i.name) for i in found] == [
+        ("httpx", None),
+        ("sqlalchemy", "text"),
+        ("pipeline.transcript", "x"),
+    ]
