@@ -129,7 +129,8 @@ def _pages(run_id: str, job_id: str) -> dict[str, str]:
 
 def measure(jobs: int = 10_000, baseline_jobs: int = 100, repeats: int = 5) -> PageFigures:
     """Fills a private schema (module docstring) and times each page: first over an archive
-    holding only the baseline run, then again once the big run is added."""
+    holding only the baseline run, then again once the big run is added.
+    """
     space = BenchSpace.new("console")
     with psycopg.connect(conninfo(space.settings), autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(space.schema)))

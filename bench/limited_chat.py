@@ -87,7 +87,8 @@ class LimitStats:
 
     def to_json(self) -> dict[str, Any]:
         """Returns: the counters, the busy window (first stream start to last stream end) in
-        seconds and the mean number of concurrent streams over it."""
+        seconds and the mean number of concurrent streams over it.
+        """
         window_s = (
             (self.last_end - self.first_start)
             if self.first_start is not None and self.last_end is not None
@@ -106,7 +107,8 @@ class LimitStats:
 
     def _steady_mean(self) -> float:
         """Mean streams from the first time the limit was reached to the last stream opened
-        (the run's middle: without the ramp-up and the final drain); 0 when never reached."""
+        (the run's middle: without the ramp-up and the final drain); 0 when never reached.
+        """
         if self.steady_from is None or self.steady_to is None:
             return 0.0
         (start, busy_start), (end, busy_end) = self.steady_from, self.steady_to

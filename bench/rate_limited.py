@@ -121,7 +121,7 @@ def _run(
     run_id = jobs[0].run_id
     try:
         while True:
-            progress = run_progress(engine, schema=space.schema, run_id=run_id, expected=len(jobs))
+            progress = run_progress(engine, run_id=run_id, expected=len(jobs))
             if progress.done:
                 break
             for child in children:
@@ -129,7 +129,7 @@ def _run(
             if time.monotonic() - started > RUN_TIMEOUT_S:
                 raise TimeoutError(f"{progress.finished} of {len(jobs)} jobs finished in time")
             time.sleep(0.5)
-        throttling = run_throttling(engine, schema=space.schema, run_id=run_id)
+        throttling = run_throttling(engine, run_id=run_id)
     finally:
         engine.dispose()
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=5) as response:

@@ -243,7 +243,8 @@ class Turn:
 
     def _answer_plan(self, plan: Plan) -> Generator[Line, Any, str]:
         """Says row-level security out loud (``chat_api.planner.access``), then runs the plan:
-        one query, or two for a share (the part and the whole)."""
+        one query, or two for a share (the part and the whole).
+        """
         check = self._access(plan.spec)
         if check.spec is None:
             return check.note
@@ -298,7 +299,8 @@ class Turn:
 
     def _run(self, plan: Plan) -> Generator[Line, Any, QueryResult | str]:
         """Compiles and runs the plan's query; a refusal or failure becomes a tool error and
-        the text of the answer."""
+        the text of the answer.
+        """
         model, user = self._toolbox.model, self.request.user
         compiled = compile_tool_query(plan.semantic_sql, model=model, user=user)
         payload = self._sql_input(plan, compiled)

@@ -338,7 +338,8 @@ class SessionNotFoundError(NotFoundError):
 
 class SessionUserGoneError(NotFoundError):
     """404: the embed session's user no longer exists: an ephemeral user past its lifetime is
-    gone everywhere, with its threads and sessions (interface, "What the service does")."""
+    gone everywhere, with its threads and sessions (interface, "What the service does").
+    """
 
     def __init__(self) -> None:
         super().__init__("embed session's user not found: the user expired")

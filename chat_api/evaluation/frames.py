@@ -40,7 +40,8 @@ def flights_frame() -> pd.DataFrame:
     ``carrier_name``, ``origin_name``, ``dest_name``, ``plane_manufacturer``, ``plane_model``,
     ``plane_year``, ``seats``, ``cancelled``, ``weekday``, ``quarter``, ``date``, ``route``,
     ``w_temp``, ``w_humid``, ``w_wind_speed``, ``w_wind_gust``, ``w_precip``, ``w_visib``,
-    ``w_pressure``."""
+    ``w_pressure``.
+    """
     nf = _package()
     flights = nf.flights.copy()
     airlines = nf.airlines.rename(columns={"name": "carrier_name"})

@@ -45,7 +45,8 @@ class TruthSpecError(ValueError):
 @dataclass(frozen=True)
 class ExpectedRow:
     """One expected row: label groups (each group: aliases, one of which a cell must hold) and
-    its number."""
+    its number.
+    """
 
     labels: tuple[tuple[str, ...], ...]
     value: float

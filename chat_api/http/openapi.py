@@ -114,7 +114,8 @@ def _identity_rules(schemas: dict[str, Any], settings: ChatApiSettings) -> None:
     """Writes the identity rules the server checks in code into the schemas (interface,
     "Session settings"; issue 12): the forms of externalId and email, exactly one of externalId
     and internalId, nothing but the id with internalId, only declared attribute and group
-    names, attribute values non-empty strings, a bounded lifetime and a bounded ``input``."""
+    names, attribute values non-empty strings, a bounded lifetime and a bounded ``input``.
+    """
     declared_attributes = settings.user_attributes
     for name in ("SessionSettings", "GenerateSessionRequest"):
         properties = schemas[name]["properties"]

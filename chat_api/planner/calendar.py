@@ -41,7 +41,8 @@ _MONTH = (
 @dataclass(frozen=True)
 class ClockCondition:
     """A condition read from the text: ``slot`` (``hour``, ``day``, ``month``), operator, value,
-    and the words."""
+    and the words.
+    """
 
     slot: str
     operator: str
@@ -51,7 +52,8 @@ class ClockCondition:
 
 def calendar_phrases(years: Iterable[int]) -> dict[tuple[str, ...], Value]:
     """Returns: lower-case word tuples -> weekday, quarter and holiday values (module docstring);
-    a holiday's values are ``(month, day)``."""
+    a holiday's values are ``(month, day)``.
+    """
     out: dict[tuple[str, ...], Value] = {}
     for name in WEEKDAY_NAMES:
         value = Value("weekday", (name,), name)

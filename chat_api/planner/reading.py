@@ -81,7 +81,8 @@ _OWN_ENTITY = {"plane_year": "planes", "seats": "planes", "alt": "airports"}
 
 def _own_entity(noun: Word, superlative: Word) -> bool:
     """True for "the oldest plane" (the plane's own year, not a ranking of planes) and for
-    "the longest flight"."""
+    "the longest flight".
+    """
     return noun.key == "flights" or _OWN_ENTITY.get(superlative.hint) == noun.key
 
 
@@ -289,7 +290,8 @@ class _Reader(MarkerPasses):
 
     def _ranked_by_metric(self, i: int, word: Word, cue: Word, cue_index: int) -> None:
         """Reads "the coldest month", "the windiest airport": group by the noun, rank by the
-        superlative's metric."""
+        superlative's metric.
+        """
         direction: Direction = "desc" if cue.key == "max" else "asc"
         self._dimension(i, word, -1, None)
         self.used.add(cue_index)
@@ -392,7 +394,8 @@ question's length (issue 12, "Amplification")."""
 
 def named_once(words: list[str]) -> str:
     """Returns: ``'a', 'b', 'c', 'd' and 6 more``: distinct words, at most ``MAX_NAMED_WORDS``
-    of them quoted (each at most 40 characters), the others counted."""
+    of them quoted (each at most 40 characters), the others counted.
+    """
     shown = ", ".join(repr(w if len(w) <= 40 else w[:39] + "…") for w in words[:MAX_NAMED_WORDS])
     rest = len(words) - MAX_NAMED_WORDS
     return f"{shown} and {rest} more" if rest > 0 else shown

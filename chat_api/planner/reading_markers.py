@@ -90,7 +90,8 @@ class MarkerPasses(ConditionPasses):
 
     def _late_agg(self, word: Word | None) -> bool:
         """An aggregation said after its metric ("how far is the *average* flight", "windiest
-        on average") sets the metric's aggregation when none was said."""
+        on average") sets the metric's aggregation when none was said.
+        """
         last = self.r.asks[-1] if self.r.asks else None
         if word is None or last is None or last.agg is not None or last.subject in COUNTABLE:
             return False
@@ -100,7 +101,8 @@ class MarkerPasses(ConditionPasses):
     def _implied_asks(self) -> None:
         """A comparative's measure ("busier": flights, "warmer": temperature) and, for a question
         about flights that names no measure ("flights per month from LGA", "top 5
-        destinations"), the number of flights."""
+        destinations"), the number of flights.
+        """
         if self.r.asks:
             return
         counted = any(

@@ -24,7 +24,8 @@ from models.chat import UserIdentity
 
 def live_user(now: float) -> ColumnElement[bool]:
     """Returns: the condition that a ``users`` row is alive at ``now`` (persisted, or an
-    ephemeral user before its ``expires_at_s``); expired means gone everywhere (issue 12)."""
+    ephemeral user before its ``expires_at_s``); expired means gone everywhere (issue 12).
+    """
     users = tables.users
     return or_(users.c.expires_at_s.is_(None), users.c.expires_at_s > now)
 
@@ -38,7 +39,8 @@ def check_declared(names: Iterable[str], declared: frozenset[str]) -> None:
 
 def check_groups(groups: Iterable[str], declared: frozenset[str]) -> None:
     """Raises: UndeclaredGroupError when a group is not declared (field notes, "Generate
-    session": unknown attribute or group names are errors)."""
+    session": unknown attribute or group names are errors).
+    """
     unknown = sorted(set(groups) - declared)
     if unknown:
         raise UndeclaredGroupError(unknown, declared=sorted(declared))

@@ -121,7 +121,8 @@ class ThreadStore:
 
     def get(self, chat_id: str) -> Thread | None:
         """Returns: the thread ``chat_id`` of this account, whoever owns it, or None (also when
-        its owner is an ephemeral user past its lifetime, not purged yet)."""
+        its owner is an ephemeral user past its lifetime, not purged yet).
+        """
         t, users = tables.threads, tables.users
         turns = select(func.count()).where(tables.turns.c.chat_id == t.c.chat_id)
         query = (

@@ -23,10 +23,9 @@ from typing import Any, Final, Literal
 
 import sqlalchemy as sa
 
-from pipeline.archive.engine import CONNECT_TIMEOUT_S
+from pipeline.archive.engine import create_engine
 from pipeline.settings import Settings
 
-READ_ONLY_OPTIONS: Final = "-c default_transaction_read_only=on"
 Engine = sa.Engine
 """The archive's engine type, for modules that may not import SQLAlchemy themselves."""
 Connection = sa.Connection
@@ -43,14 +42,12 @@ SORTS: Final[dict[str, str]] = {
 
 
 def create_read_only_engine(settings: Settings) -> sa.Engine:
-    """Returns: an engine on the archive whose transactions are all read only (module
-    docstring); the schema comes from ``settings.database_schema``."""
-    return sa.create_engine(
-        settings.database_url.get_secret_value(),
-        pool_pre_ping=True,
-        pool_size=4,
-        connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "options": READ_ONLY_OPTIONS},
-    )
+    """Returns: an engine on the archive whose transactions are all read only (module docstring).
+
+    :func:`pipeline.archive.engine.create_engine` with ``read_only``: the schema is applied the
+    archive's one way (``search_path``).
+    """
+    return create_engine(settings, read_only=True, pool_size=4)
 
 
 @dataclass(frozen=True)
@@ -91,10 +88,10 @@ class RunRow:
 _RUNS = """
 SELECT r.run_id, r.name, r.source_file, r.chat_url, r.created_at, r.created_by,
        coalesce(r.job_count, 0) AS job_count, r.rerun_of, coalesce(c.by_status, '{{}}') AS by_status
-FROM "{s}".runs r
+FROM runs r
 LEFT JOIN LATERAL (
     SELECT jsonb_object_agg(status, n) AS by_status FROM (
-        SELECT status, count(*) AS n FROM "{s}".jobs WHERE run_id = r.run_id GROUP BY status
+        SELECT status, count(*) AS n FROM jobs WHERE run_id = r.run_id GROUP BY status
     ) g
 ) c ON true
 {where}
@@ -104,11 +101,11 @@ LIMIT :limit
 
 
 def list_runs(
-    conn: sa.Connection, *, schema: str, run_id: str | None = None, limit: int = 200
+    conn: sa.Connection, *, run_id: str | None = None, limit: int = 200
 ) -> list[RunRow]:
     """Reads the newest ``limit`` runs (or only ``run_id``) with their jobs counted by status."""
     where = "WHERE r.run_id = :run_id" if run_id is not None else ""
-    query = sa.text(_RUNS.format(s=schema, where=where))
+    query = sa.text(_RUNS.format(where=where))
     rows = conn.execute(query, {"run_id": run_id, "limit": limit}).all()
     return [
         RunRow(
@@ -173,7 +170,7 @@ class JobPage:
 
 _PAGE = """
 WITH page AS (
-    SELECT j.* FROM "{s}".jobs j
+    SELECT j.* FROM jobs j
     WHERE {where}
     ORDER BY {order}
     LIMIT :limit OFFSET :offset
@@ -182,18 +179,18 @@ SELECT j.job_id, j.persona, j.identity, j.question, j.status, j.error, j.attempt
        j.started_at, j.finished_at, a.content AS answer, a.source AS answer_source,
        coalesce(q.sql, ARRAY[]::text[]) AS sql, coalesce(q.total_rows, ARRAY[]::int[]) AS total_rows
 FROM page j
-LEFT JOIN "{s}".answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
+LEFT JOIN answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
 LEFT JOIN LATERAL (
     SELECT array_agg(q.sql_query ORDER BY q.message_id) AS sql,
            array_agg(q.total_rows ORDER BY q.message_id) AS total_rows
-    FROM "{s}".sql_queries q WHERE q.job_id = j.job_id AND q.attempt = j.last_attempt
+    FROM sql_queries q WHERE q.job_id = j.job_id AND q.attempt = j.last_attempt
 ) q ON true
 ORDER BY {order}
 """
-_COUNT = 'SELECT count(*) FROM "{s}".jobs j WHERE {where}'
+_COUNT = 'SELECT count(*) FROM jobs j WHERE {where}'
 
 
-def _job_where(schema: str, flt: JobFilter) -> tuple[str, dict[str, Any]]:
+def _job_where(flt: JobFilter) -> tuple[str, dict[str, Any]]:
     clauses, params = ["j.run_id = :run_id"], {}
     if flt.status:
         clauses.append("j.status = :status")
@@ -203,7 +200,7 @@ def _job_where(schema: str, flt: JobFilter) -> tuple[str, dict[str, Any]]:
         params["persona"] = flt.persona
     if flt.view:
         clauses.append(
-            f'EXISTS (SELECT 1 FROM "{schema}".sql_queries v WHERE v.job_id = j.job_id'
+            'EXISTS (SELECT 1 FROM sql_queries v WHERE v.job_id = j.job_id'
             " AND v.attempt = j.last_attempt AND :view = ANY(v.views))"
         )
         params["view"] = flt.view
@@ -213,7 +210,6 @@ def _job_where(schema: str, flt: JobFilter) -> tuple[str, dict[str, Any]]:
 def run_jobs(
     conn: sa.Connection,
     *,
-    schema: str,
     run_id: str,
     flt: JobFilter = JobFilter(),
     sort: JobSort = "submitted",
@@ -225,7 +221,6 @@ def run_jobs(
 
     Args:
         conn: A (read-only) connection.
-        schema: The archive's schema.
         run_id: The run.
         flt: Status, persona and view to keep.
         sort: A key of :data:`SORTS`; ``descending`` reverses it.
@@ -234,11 +229,11 @@ def run_jobs(
     Returns:
         The page and the number of matching jobs.
     """
-    where, params = _job_where(schema, flt)
+    where, params = _job_where(flt)
     order = SORTS[sort].format(d="DESC" if descending else "ASC")
     params |= {"run_id": run_id, "limit": limit, "offset": max(offset, 0)}
-    total = conn.execute(sa.text(_COUNT.format(s=schema, where=where)), params).scalar_one()
-    rows = conn.execute(sa.text(_PAGE.format(s=schema, where=where, order=order)), params)
+    total = conn.execute(sa.text(_COUNT.format(where=where)), params).scalar_one()
+    rows = conn.execute(sa.text(_PAGE.format(where=where, order=order)), params)
     jobs = [
         JobRow(**{**r._asdict(), "sql": list(r.sql), "total_rows": list(r.total_rows)})
         for r in rows
@@ -248,18 +243,18 @@ def run_jobs(
 
 _FACETS = """
 SELECT (SELECT coalesce(array_agg(DISTINCT persona) FILTER (WHERE persona IS NOT NULL), '{{}}')
-        FROM "{s}".jobs WHERE run_id = :run_id) AS personas,
+        FROM jobs WHERE run_id = :run_id) AS personas,
        (SELECT coalesce(array_agg(DISTINCT status), '{{}}')
-        FROM "{s}".jobs WHERE run_id = :run_id) AS statuses,
-       (SELECT coalesce(array_agg(DISTINCT v), '{{}}') FROM "{s}".jobs j
-        JOIN "{s}".sql_queries q ON q.job_id = j.job_id AND q.attempt = j.last_attempt,
+        FROM jobs WHERE run_id = :run_id) AS statuses,
+       (SELECT coalesce(array_agg(DISTINCT v), '{{}}') FROM jobs j
+        JOIN sql_queries q ON q.job_id = j.job_id AND q.attempt = j.last_attempt,
         unnest(q.views) AS v WHERE j.run_id = :run_id) AS views
 """
 
 
-def run_facets(conn: sa.Connection, *, schema: str, run_id: str) -> dict[str, list[str]]:
+def run_facets(conn: sa.Connection, *, run_id: str) -> dict[str, list[str]]:
     """Returns: ``{"personas", "statuses", "views"}``: the sorted choices of a run's filters."""
-    row = conn.execute(sa.text(_FACETS.format(s=schema)), {"run_id": run_id}).one()
+    row = conn.execute(sa.text(_FACETS), {"run_id": run_id}).one()
     return {k: sorted(getattr(row, k) or ()) for k in ("personas", "statuses", "views")}
 
 
@@ -285,16 +280,16 @@ class SearchHit:
 _SEARCH = """
 WITH q AS (SELECT websearch_to_tsquery('english', :text) AS query),
 hits AS (
-    SELECT j.job_id FROM "{s}".jobs j, q
+    SELECT j.job_id FROM jobs j, q
     WHERE to_tsvector('english'::regconfig, coalesce(j.question, '')) @@ q.query
     UNION
-    SELECT a.job_id FROM "{s}".answers a JOIN "{s}".jobs j
+    SELECT a.job_id FROM answers a JOIN jobs j
         ON j.job_id = a.job_id AND a.attempt = j.last_attempt, q
     WHERE to_tsvector('english'::regconfig, coalesce(a.content, '')) @@ q.query
 ),
 page AS (
     SELECT j.job_id, j.run_id, j.persona, j.status, j.question, j.last_attempt, j.submitted_at
-    FROM hits h JOIN "{s}".jobs j USING (job_id)
+    FROM hits h JOIN jobs j USING (job_id)
     ORDER BY j.submitted_at DESC NULLS LAST, j.job_id
     LIMIT :limit
 )
@@ -304,18 +299,17 @@ SELECT p.job_id, p.run_id, p.persona, p.status,
        ts_headline('english', coalesce(p.question, ''), q.query, :opts) AS question_marked,
        ts_headline('english', coalesce(a.content, ''), q.query, :opts) AS answer_marked
 FROM page p
-LEFT JOIN "{s}".answers a ON a.job_id = p.job_id AND a.attempt = p.last_attempt, q
+LEFT JOIN answers a ON a.job_id = p.job_id AND a.attempt = p.last_attempt, q
 ORDER BY p.submitted_at DESC NULLS LAST, p.job_id
 """
 _HEADLINE_OPTIONS: Final = "StartSel=\x02, StopSel=\x03, MaxWords=40, MinWords=10, MaxFragments=2"
 
 
-def search(conn: sa.Connection, *, schema: str, text: str, limit: int = 100) -> list[SearchHit]:
+def search(conn: sa.Connection, *, text: str, limit: int = 100) -> list[SearchHit]:
     """Full-text search over questions and final answers (last attempts).
 
     Args:
         conn: A (read-only) connection.
-        schema: The archive's schema.
         text: Words as a person types them (``websearch_to_tsquery``: ``"exact phrase"``,
             ``or``, ``-word``; PostgreSQL documentation, "Text Search", 12.3.2).
         limit: At most this many hits, best first.
@@ -327,5 +321,5 @@ def search(conn: sa.Connection, *, schema: str, text: str, limit: int = 100) -> 
         more than the page's budget.
     """
     params = {"text": text, "opts": _HEADLINE_OPTIONS, "limit": limit}
-    rows = conn.execute(sa.text(_SEARCH.format(s=schema)), params).all()
+    rows = conn.execute(sa.text(_SEARCH), params).all()
     return [SearchHit(**r._asdict()) for r in rows]

@@ -67,7 +67,7 @@ class Conversation:
     attempts_lines: dict[int, int] = field(default_factory=dict)
 
 
-_JOB = 'SELECT * FROM "{s}".jobs WHERE job_id = :job_id'
+_JOB = 'SELECT * FROM jobs WHERE job_id = :job_id'
 _TURNS = """
 SELECT m.message_id, m.role, m.content, m.thinking, m.is_final, m.tool_name, m.first_line,
        m.last_line,
@@ -79,55 +79,54 @@ SELECT m.message_id, m.role, m.content, m.thinking, m.is_final, m.tool_name, m.f
            'sql', q.sql_query, 'title', q.query_title, 'schema', q.result_schema, 'rows', q.rows,
            'total_rows', q.total_rows, 'returned_rows', q.returned_rows, 'error', q.error,
            'vega_spec', q.vega_spec, 'views', q.views, 'members', q.members) END AS query
-FROM "{s}".messages m
-LEFT JOIN "{s}".tool_calls t USING (job_id, attempt, message_id)
-LEFT JOIN "{s}".sql_queries q USING (job_id, attempt, message_id)
+FROM messages m
+LEFT JOIN tool_calls t USING (job_id, attempt, message_id)
+LEFT JOIN sql_queries q USING (job_id, attempt, message_id)
 WHERE m.job_id = :job_id AND m.attempt = :attempt
 ORDER BY m.sort NULLS LAST, m.first_line, m.message_id
 """
 _ANSWER = """
-SELECT content, source, message_id, line_no, stream_errors FROM "{s}".answers
+SELECT content, source, message_id, line_no, stream_errors FROM answers
 WHERE job_id = :job_id AND attempt = :attempt
 """
 _EVENTS = """
-SELECT attempt, kind, at, line_count, payload FROM "{s}".job_events WHERE job_id = :job_id
+SELECT attempt, kind, at, line_count, payload FROM job_events WHERE job_id = :job_id
 ORDER BY at, attempt
 """
 _MARKED_LINES = """
-SELECT line_no, redaction FROM "{s}".stream_lines
+SELECT line_no, redaction FROM stream_lines
 WHERE job_id = :job_id AND attempt = :attempt AND redaction IS NOT NULL
 """
 _MARKS = """
-SELECT attempt, redaction, count(*) AS n FROM "{s}".stream_lines WHERE job_id = :job_id
+SELECT attempt, redaction, count(*) AS n FROM stream_lines WHERE job_id = :job_id
 GROUP BY attempt, redaction
 """
 
 
-def read_conversation(conn: sa.Connection, *, schema: str, job_id: str) -> Conversation | None:
+def read_conversation(conn: sa.Connection, *, job_id: str) -> Conversation | None:
     """Reads one job's conversation (module docstring).
 
     Args:
         conn: A (read-only) connection.
-        schema: The archive's schema.
         job_id: The job.
 
     Returns:
         The conversation, or None when the archive has no such job.
     """
-    job = conn.execute(sa.text(_JOB.format(s=schema)), {"job_id": job_id}).mappings().first()
+    job = conn.execute(sa.text(_JOB), {"job_id": job_id}).mappings().first()
     if job is None:
         return None
     params = {"job_id": job_id, "attempt": job["last_attempt"]}
-    rows = conn.execute(sa.text(_MARKED_LINES.format(s=schema)), params)
+    rows = conn.execute(sa.text(_MARKED_LINES), params)
     marked: dict[int, str] = {int(r.line_no): str(r.redaction) for r in rows}
     turns = [
-        _turn(r._asdict(), marked) for r in conn.execute(sa.text(_TURNS.format(s=schema)), params)
+        _turn(r._asdict(), marked) for r in conn.execute(sa.text(_TURNS), params)
     ]
-    answer = conn.execute(sa.text(_ANSWER.format(s=schema)), params).mappings().first()
-    events = [dict(r._mapping) for r in conn.execute(sa.text(_EVENTS.format(s=schema)), params)]
+    answer = conn.execute(sa.text(_ANSWER), params).mappings().first()
+    events = [dict(r._mapping) for r in conn.execute(sa.text(_EVENTS), params)]
     redactions: dict[str, int] = {}
     lines: dict[int, int] = {}
-    for row in conn.execute(sa.text(_MARKS.format(s=schema)), params):
+    for row in conn.execute(sa.text(_MARKS), params):
         lines[row.attempt] = lines.get(row.attempt, 0) + int(row.n)
         if row.redaction is not None:
             redactions[row.redaction] = redactions.get(row.redaction, 0) + int(row.n)
@@ -138,7 +137,7 @@ def read_conversation(conn: sa.Connection, *, schema: str, job_id: str) -> Conve
         answer=dict(answer) if answer is not None else None,
         events=events,
         redactions=redactions,
-        chain=verify(conn, schema=schema, job_id=job_id),
+        chain=verify(conn, job_id=job_id),
         attempts_lines=lines,
     )
 

@@ -210,18 +210,22 @@ ORDER BY j.submitted_at, j.job_id
 """
 
 
-def load_run(engine: sa.Engine, *, run_id: str) -> list[JobSnapshot]:
+def load_run(bind: sa.Engine | sa.Connection, *, run_id: str) -> list[JobSnapshot]:
     """Reads a run's jobs for comparison, in submission order.
 
     Args:
-        engine: The archive's engine (:func:`pipeline.archive.engine.create_engine`).
+        bind: The archive's engine (:func:`pipeline.archive.engine.create_engine`), or a
+            connection of it (the console reads inside its read-only transaction).
         run_id: The run.
 
     Raises:
         RunNotFoundError: The run has no jobs.
     """
-    with engine.connect() as conn:
-        rows = conn.execute(sa.text(_SNAPSHOTS), {"run_id": run_id}).all()
+    if isinstance(bind, sa.Connection):
+        rows = bind.execute(sa.text(_SNAPSHOTS), {"run_id": run_id}).all()
+    else:
+        with bind.connect() as conn:
+            rows = conn.execute(sa.text(_SNAPSHOTS), {"run_id": run_id}).all()
     if not rows:
         raise RunNotFoundError(run_id)
     return [

@@ -41,11 +41,12 @@ ArchiveEngine: TypeAlias = sa.Engine
 :func:`create_engine`, passed back to the archive's functions, never used directly."""
 MIGRATIONS_DIR: Final = Path(__file__).resolve().parents[2] / "migrations"
 CONNECT_TIMEOUT_S: Final = 5
+READ_ONLY_OPTIONS: Final = "-c default_transaction_read_only=on"
 _REJECTED_CLASSES: Final = ("22", "23")
 _SCHEMA_CLASSES: Final = ("42", "3F")
 
 
-def create_engine(settings: Settings) -> sa.Engine:
+def create_engine(settings: Settings, *, read_only: bool = False, pool_size: int = 2) -> sa.Engine:
     """Builds the archive's engine (psycopg 3) with the schema applied to every connection.
 
     The schema is applied one way, for SQLAlchemy Core and SQL text alike: each new connection
@@ -54,6 +55,12 @@ def create_engine(settings: Settings) -> sa.Engine:
     fails instead of resolving to ``public``. Pattern from SQLAlchemy's PostgreSQL dialect
     documentation, "Setting Alternate Search Paths on Connect".
 
+    Args:
+        settings: Database URL and schema.
+        read_only: Every transaction of the engine's connections is read only
+            (``default_transaction_read_only``), for readers such as the console.
+        pool_size: Connections kept open.
+
     Returns:
         An engine whose connections see the archive's tables (:mod:`pipeline.archive.tables`,
         schema-less) in ``settings.database_schema``; pre-ping on checkout.
@@ -61,8 +68,9 @@ def create_engine(settings: Settings) -> sa.Engine:
     engine = sa.create_engine(
         settings.database_url.get_secret_value(),
         pool_pre_ping=True,
-        pool_size=2,
-        connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
+        pool_size=pool_size,
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_S}
+        | ({"options": READ_ONLY_OPTIONS} if read_only else {}),
     )
     set_path = psycopg_sql.SQL("SET search_path TO {}").format(
         psycopg_sql.Identifier(settings.database_schema)

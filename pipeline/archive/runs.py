@@ -203,12 +203,12 @@ class RunThrottling:
         return {"answers": self.answers, "jobs": self.jobs}
 
 
-def run_throttling(engine: Engine, *, schema: str, run_id: str) -> RunThrottling:
+def run_throttling(engine: Engine, *, run_id: str) -> RunThrottling:
     """Sums the ``throttled`` counts of a run's terminal events (``job_events.payload``)."""
     query = text(
         "SELECT coalesce(sum((e.payload->>'throttled')::int), 0) AS answers,"
         " count(DISTINCT e.job_id) AS jobs"
-        f' FROM "{schema}".job_events e JOIN "{schema}".jobs j USING (job_id)'
+        ' FROM job_events e JOIN jobs j USING (job_id)'
         " WHERE j.run_id = :run_id AND e.kind IN ('completed', 'failed', 'aborted')"
         " AND (e.payload->>'throttled')::int > 0"
     )

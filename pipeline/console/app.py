@@ -42,7 +42,8 @@ DEFAULT_PORT: Final = 8500
 
 def templates() -> Environment:
     """Returns: the Jinja environment: ``templates/``, autoescape on for every file, undefined
-    names an error, and the view helpers as filters."""
+    names an error, and the view helpers as filters.
+    """
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),

@@ -28,13 +28,14 @@ from pipeline.archive import console_queries as queries
 from pipeline.archive.audit import AuditFilter, count_entries, read_entries
 from pipeline.archive.console_queries import Connection, Engine
 from pipeline.archive.conversation import read_conversation
-from pipeline.archive.diff import RunNotFoundError, diff_runs, load_run
-from pipeline.archive.replay import ReplayError, ndjson, read_attempt
+from pipeline.archive.diff import diff_runs, load_run
+from pipeline.archive.replay import ndjson, read_attempt
 from pipeline.console import views
 from pipeline.console.security import SECURITY_HEADERS
+from pipeline.errors import QuestionsFileError, ReplayError, RunNotFoundError
 from pipeline.reports.audit_formats import to_csv, to_json
 from pipeline.runs.accuracy import expectations_of, score
-from pipeline.runs.batch import QuestionsFileError, load_questions
+from pipeline.runs.batch import load_questions
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class ConsolePages:
     async def runs(self, request: Request) -> Response:
         """``GET /``: every run, newest first."""
         with self._conn() as conn:
-            runs = queries.list_runs(conn, schema=self._schema)
+            runs = queries.list_runs(conn)
             accuracy = {
                 r.run_id: self._accuracy(conn, r.run_id, r.source_file)
                 for r in runs
@@ -96,7 +97,7 @@ class ConsolePages:
             if not expectations:
                 return None
             return views.accuracy_text(
-                score(load_run(conn, schema=self._schema, run_id=run_id), expectations)
+                score(load_run(conn, run_id=run_id), expectations)
             )
         except (QuestionsFileError, RunNotFoundError, OSError) as exc:
             logger.info("no accuracy run_id=%s source=%s error=%s", run_id, source, exc)
@@ -115,12 +116,11 @@ class ConsolePages:
         sort = sort if sort in get_args(queries.JobSort) else "submitted"
         offset = _int(args.get("offset"), 0)
         with self._conn() as conn:
-            found = queries.list_runs(conn, schema=self._schema, run_id=run_id)
+            found = queries.list_runs(conn, run_id=run_id)
             if not found:
                 return self._not_found(f"run {run_id} is not in the archive")
             page = queries.run_jobs(
                 conn,
-                schema=self._schema,
                 run_id=run_id,
                 flt=flt,
                 sort=cast(queries.JobSort, sort),
@@ -128,7 +128,7 @@ class ConsolePages:
                 offset=offset,
                 limit=PAGE_SIZE,
             )
-            facets = queries.run_facets(conn, schema=self._schema, run_id=run_id)
+            facets = queries.run_facets(conn, run_id=run_id)
             accuracy = (
                 None if found[0].running else self._accuracy(conn, run_id, found[0].source_file)
             )
@@ -150,7 +150,7 @@ class ConsolePages:
         """``GET /jobs/{job_id}``: one conversation."""
         job_id = request.path_params["job_id"]
         with self._conn() as conn:
-            conv = read_conversation(conn, schema=self._schema, job_id=job_id)
+            conv = read_conversation(conn, job_id=job_id)
         if conv is None:
             return self._not_found(f"job {job_id} is not in the archive")
         view = views.conversation_view(conv)
@@ -163,7 +163,7 @@ class ConsolePages:
         try:
             with self._conn() as conn:
                 number, lines = read_attempt(
-                    conn, schema=self._schema, job_id=job_id, attempt=attempt
+                    conn, job_id=job_id, attempt=attempt
                 )
         except ReplayError as exc:
             return self._not_found(str(exc))
@@ -178,12 +178,12 @@ class ConsolePages:
         run_a, run_b = request.query_params.get("a", ""), request.query_params.get("b", "")
         if not run_a or not run_b:
             with self._conn() as conn:
-                runs = queries.list_runs(conn, schema=self._schema)
+                runs = queries.list_runs(conn)
             return self._page("diff.html", title="Diff", runs=runs, result=None, a=run_a, b=run_b)
         try:
             with self._conn() as conn:
-                jobs_a = load_run(conn, schema=self._schema, run_id=run_a)
-                jobs_b = load_run(conn, schema=self._schema, run_id=run_b)
+                jobs_a = load_run(conn, run_id=run_a)
+                jobs_b = load_run(conn, run_id=run_b)
         except RunNotFoundError as exc:
             return self._not_found(str(exc))
         result = diff_runs(run_a, jobs_a, run_b, jobs_b)
@@ -206,7 +206,7 @@ class ConsolePages:
         if fmt not in ("csv", "json"):
             return self._audit_page(flt, dict(args), offset=_int(args.get("offset"), 0))
         with self._conn() as conn:
-            entries = read_entries(conn, schema=self._schema, flt=flt)
+            entries = read_entries(conn, flt=flt)
         text = to_csv(entries) if fmt == "csv" else to_json(entries, flt)
         headers = {**SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="audit.{fmt}"'}
         media = "text/csv" if fmt == "csv" else "application/json"
@@ -214,9 +214,9 @@ class ConsolePages:
 
     def _audit_page(self, flt: AuditFilter, query: dict[str, str], *, offset: int) -> Response:
         with self._conn() as conn:
-            total = count_entries(conn, schema=self._schema, flt=flt)
+            total = count_entries(conn, flt=flt)
             entries = read_entries(
-                conn, schema=self._schema, flt=flt, limit=AUDIT_PAGE_SIZE, offset=offset
+                conn, flt=flt, limit=AUDIT_PAGE_SIZE, offset=offset
             )
         page = {"total": total, "offset": max(offset, 0), "limit": AUDIT_PAGE_SIZE}
         return self._page("audit.html", title="Audit", entries=entries, query=query, page=page)
@@ -227,7 +227,7 @@ class ConsolePages:
         hits = []
         if text:
             with self._conn() as conn:
-                hits = queries.search(conn, schema=self._schema, text=text)
+                hits = queries.search(conn, text=text)
         return self._page("search.html", title="Search", q=text, hits=hits)
 
 

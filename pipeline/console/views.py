@@ -55,7 +55,8 @@ def answer_html(text: str | None) -> Markup:
 
 def marked(text: str | None) -> Markup:
     """Returns: a ``ts_headline`` excerpt escaped, its ``\\x02``/``\\x03`` markers as ``<mark>``
-    (a Markdown table's pipes and rules read as `` · `` separators)."""
+    (a Markdown table's pipes and rules read as `` · `` separators).
+    """
     flat = _TABLE_RULE.sub(" ", text or "")
     flat = " · ".join(part.strip() for part in flat.split("|") if part.strip())
     escaped = html.escape(flat)
@@ -149,7 +150,8 @@ def conversation_view(conv: Conversation) -> dict[str, Any]:
 
 def status_bar(by_status: Mapping[str, int], total: int) -> list[dict[str, Any]]:
     """Returns: ``[{"status", "count", "pct"}]`` for a stacked progress bar, largest share of
-    ``total`` first (``pct`` as a CSS width, 0-100)."""
+    ``total`` first (``pct`` as a CSS width, 0-100).
+    """
     total = max(total, sum(by_status.values()), 1)
     ordered = ("completed", "failed", "aborted", "running", "submitted")
     keys = [s for s in ordered if s in by_status] + sorted(set(by_status) - set(ordered))

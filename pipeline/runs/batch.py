@@ -60,7 +60,8 @@ class LimitsSpec(BaseModel):
 
 def merge_limits(base: RateLimits | None, override: RateLimits | None) -> RateLimits | None:
     """Returns: ``base`` with every limit ``override`` sets replaced; None when neither sets
-    any (command-line options win over the questions file)."""
+    any (command-line options win over the questions file).
+    """
     values = base.model_dump(exclude_none=True) if base is not None else {}
     if override is not None:
         values.update(override.model_dump(exclude_none=True))

@@ -81,7 +81,8 @@ def lease_keys(job: ChatJob) -> list[tuple[str, int, bool]]:
 
 class Ticket:
     """A job's admission (module docstring): its place among the target's prepared jobs, its
-    stream slot while it streams, and its leases."""
+    stream slot while it streams, and its leases.
+    """
 
     def __init__(
         self,
@@ -103,7 +104,8 @@ class Ticket:
 
     def throttled(self, retry_after_s: float | None) -> None:
         """The call was throttled: the target's limit decreases, unless a decrease came after
-        this stream slot was taken (its retries answer the same overshoot)."""
+        this stream slot was taken (its retries answer the same overshoot).
+        """
         if self._limit.on_throttled(self._epoch):
             self._admission.limit_changed(self._target, self._limit, "throttled")
         if self.streaming:  # no stream while it waits: the slot may serve a job the limit allows
@@ -121,7 +123,8 @@ class Ticket:
 
     async def admitted(self) -> None:
         """Waits for the leases (a next attempt) and a stream slot, before each call; a call
-        asked again after a 429 keeps the epoch of its first slot (one decrease per overshoot)."""
+        asked again after a 429 keeps the epoch of its first slot (one decrease per overshoot).
+        """
         if self.streaming:
             return
         if self.leases is None:
@@ -332,7 +335,8 @@ class Admission:
 
     def _release(self, leases: list[Lease]) -> None:
         """In the lease thread: releases ``leases``, logging a failure (the connection is gone,
-        and the leases with it)."""
+        and the leases with it).
+        """
         if self._store is None:
             return
         for lease in leases:

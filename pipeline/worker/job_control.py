@@ -188,13 +188,15 @@ class JobControl:
 
     def stream_ended(self) -> None:
         """Tells the observer the attempt's stream is closed (its slot is free before the
-        terminal event is delivered)."""
+        terminal event is delivered).
+        """
         if self._observer is not None:
             self._observer.stream_ended()
 
     async def admitted(self) -> None:
         """Waits until the job may open a stream (a slot before each call); the call's
-        first-line latency is counted from here, not from before the wait."""
+        first-line latency is counted from here, not from before the wait.
+        """
         if self._observer is not None:
             await self._observer.admitted()
         self.call_started = time.monotonic()

@@ -179,7 +179,8 @@ class Headroom:
 
     def sample(self, *, lag_s: float, cpu_s: float, wall_s: float) -> None:
         """Adds one sample: the timer fired ``lag_s`` late; the process used ``cpu_s`` seconds of
-        CPU in ``wall_s`` seconds."""
+        CPU in ``wall_s`` seconds.
+        """
         share = cpu_s / wall_s if wall_s > 0 else 0.0
         self.lag_s += self.smoothing * (max(lag_s, 0.0) - self.lag_s)
         self.cpu += self.smoothing * (share - self.cpu)

@@ -84,7 +84,8 @@ async def test_each_branch_lists_its_own_members(
     server: RunningServer, client: httpx.AsyncClient
 ) -> None:
     """Both branches count cancelled flights (main since issue 11); only main has the
-    departed count and the cancellation rate."""
+    departed count and the cancellation rate.
+    """
     question = "How many cancelled flights were there?"
 
     def members(lines: list[StreamMessage]) -> set[str]:

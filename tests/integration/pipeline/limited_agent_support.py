@@ -81,7 +81,8 @@ def questions_file(path: Path, *, personas: int, questions: int, **fields: Any) 
 
 def wait_balanced(stack: ProcessStack, *, timeout_s: float = 90.0) -> None:
     """Waits until every worker of ``stack`` holds partitions of ``chat.requests`` and together
-    they hold each exactly once (the group finished rebalancing; from the workers' logs)."""
+    they hold each exactly once (the group finished rebalancing; from the workers' logs).
+    """
     topic = stack.settings.topic(wire.TOPIC_REQUESTS)
     pattern = re.compile(
         rf"partitions assigned worker_id=\S+ topic={re.escape(topic)} partitions=\[([\d, ]*)\]"

@@ -84,7 +84,8 @@ def test_the_safety_rules_hold_whichever_reader_read_the_question(
     analyst_toolbox: Toolbox,
 ) -> None:
     """A reader behind the QuestionReader interface (here a fake that always asks for LGA's
-    flights by origin) gets the same access check, policy and SQL guard as the rule reader."""
+    flights by origin) gets the same access check, policy and SQL guard as the rule reader.
+    """
 
     def lga_reader(
         question: str, *, vocabulary: object, previous: object

@@ -372,7 +372,8 @@ def test_the_sql_that_runs_is_validated_again_after_transpiling(
     model: SemanticModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Whatever the compiler emits (here a relation it never should), the text sent to DuckDB
-    is parsed again and checked against the allow-list."""
+    is parsed again and checked against the allow-list.
+    """
     real = compiler.build_relation
 
     def leaky(model: SemanticModel, use: Any) -> sqlglot.exp.Subquery:

@@ -90,7 +90,8 @@ def test_reference_views_are_not_filtered_for_an_origin_user_but_weather_is(
     model: SemanticModel, jfk_user: UserContext
 ) -> None:
     """Issue 12: weather rows belong to an origin airport, so they are scoped like flights;
-    planes, airlines and airports are shared reference data."""
+    planes, airlines and airports are shared reference data.
+    """
     for view in ("planes", "airlines", "airports"):
         assert resolve_access(model, view, jfk_user).row_filter is None
     weather = resolve_access(model, "weather", jfk_user).row_filter
