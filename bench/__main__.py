@@ -16,16 +16,16 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Final
 
-from bench import end_to_end, processes, profiles, sink_ingest, suite
+from bench import end_to_end, paced, paced_suite, processes, profiles, sink_ingest, suite
 from bench.results import RESULTS_DIR, Result, format_line, results_document, write_json
 from bench.transcripts import load_transcripts
 from bench.workload import record
 
-BENCHMARKS: Final = ("sink", "streams", "e2e", "chat-api")
+BENCHMARKS: Final = ("sink", "streams", "e2e", "chat-api", "paced")
 """Names for ``--only``; growth (benchmark 5) comes with ``sink`` and ``e2e``."""
 
 
@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     selected = args.only or list(BENCHMARKS)
     started_at, started = datetime.now(UTC), time.perf_counter()
-    results = run(selected, suite.SCALES[args.scale], emit=_emit)
+    results = run(selected, suite.SCALES[args.scale], emit=_emit, scale_name=args.scale)
     if args.profile:
         for path in profiles.profile_slowest(suite.SCALES[args.scale]):
             print(f"profile written: {path}")
@@ -53,7 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(
-    selected: Sequence[str], scale: suite.Scale, *, emit: Callable[[Result], None]
+    selected: Sequence[str],
+    scale: suite.Scale,
+    *,
+    emit: Callable[[Result], None],
+    scale_name: str = "full",
 ) -> list[Result]:
     """Runs the benchmarks named in ``selected`` at ``scale``, calling ``emit`` per result."""
     transcripts = load_transcripts()
@@ -84,7 +88,18 @@ def run(
         if synthetic:
             synthetic[0].stop()
     add(suite.growth_results(sink_figures, e2e_figures))
+    if "paced" in selected:
+        add(_paced(scale_name))
     return results
+
+
+def _paced(scale_name: str) -> Iterator[Result]:
+    scale = paced.SCALES[scale_name]
+    agent, url = paced.start_agent(scale.pacing)
+    try:
+        yield from paced_suite.paced_results(url, scale)
+    finally:
+        agent.stop()
 
 
 def _start_synthetic() -> tuple[processes.Child, str]:

@@ -162,6 +162,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     transcripts = load_transcripts()
     settings = Settings(worker_concurrency=args.concurrency, api_key=args.api_key)
     warm = bench_jobs(transcripts, min(args.concurrency, 10), chat_url=args.url)
+    if args.warm_up_question:
+        warm = [job.model_copy(update={"question": args.warm_up_question}) for job in warm]
     jobs = bench_jobs(transcripts, args.jobs, chat_url=args.url)
     if args.mode == "worker":
         await ensure_topics(settings, (wire.TOPIC_LINES, wire.TOPIC_JOB_EVENTS))
@@ -170,9 +172,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     latencies: list[float] = []
     profiler = _profiler(args.profile)
     async with RssPeak() as rss:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         done = await _run_mode(args, settings, jobs, latencies)
-        elapsed = time.perf_counter() - started
+        elapsed, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     if profiler is not None:
         _write_profile(profiler, Path(args.profile))
     return {
@@ -184,6 +186,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "failed": done.get("failed", len(jobs) - done["completed"]),
         "lines": done["lines"],
         "elapsed_s": elapsed,
+        "cpu_s": cpu_s,
         "latency_ms": summary([s * 1000 for s in latencies]),
         "rss_before_kib": rss.before,
         "rss_peak_kib": rss.peak,
@@ -215,6 +218,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, required=True)
     parser.add_argument("--streams-per-client", type=int, default=0, help="0: one client.")
     parser.add_argument("--api-key", default="bench-key")
+    parser.add_argument("--warm-up-question", default=None, help="Asked by the warm-up jobs.")
     parser.add_argument("--profile", default=None, help="Write a pyinstrument profile here.")
     args = parser.parse_args(argv)
     figures = asyncio.run(measure(args))
