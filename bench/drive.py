@@ -36,7 +36,7 @@ from bench.workload import bench_jobs, request_bodies
 from models import wire
 from models.records import ChatJob, LineEnvelope
 from pipeline.chat.client import ChatClient
-from pipeline.kafka.clients import JobOutput, create_producer, ensure_topics
+from pipeline.kafka.clients import LINES_LINGER_MS, JobOutput, create_producer, ensure_topics
 from pipeline.settings import Settings
 from pipeline.worker.job_runner import JobRunner
 
@@ -107,6 +107,10 @@ async def drive_worker(
     """
     producer = create_producer(settings, client_id="bench-drive")
     await producer.start()
+    lines_producer = create_producer(
+        settings, client_id="bench-drive-lines", linger_ms=LINES_LINGER_MS
+    )
+    await lines_producer.start()
     loops = min(concurrency, len(jobs))
     per_client = streams_per_client or max(loops, 1)
     client_settings = settings.model_copy(update={"worker_concurrency": per_client})
@@ -118,7 +122,7 @@ async def drive_worker(
     async def loop(runner: JobRunner) -> None:
         while queue:
             job = queue.pop()
-            output = TimedOutput(producer, settings, job.job_id)
+            output = TimedOutput(producer, settings, job.job_id, lines_producer=lines_producer)
             output.latencies_s = latencies
             event = await runner.run(job, output)
             done["lines"] += event.line_count or 0
@@ -131,6 +135,7 @@ async def drive_worker(
     finally:
         for chat_client in clients:
             await chat_client.aclose()
+        await lines_producer.stop()
         await producer.stop()
     return done
 

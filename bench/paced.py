@@ -28,6 +28,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 import psycopg
@@ -169,16 +170,17 @@ def _status_kib(pid: int, name: str) -> int:
     raise ValueError(f"no {name} in /proc/{pid}/status")
 
 
-def measure(chat_url: str, scale: PacedScale) -> list[PacedFigures]:
-    """Runs every level of ``scale`` against the paced agent at ``chat_url``."""
-    return [measure_level(chat_url, level) for level in scale.levels]
+def measure_level(chat_url: str, level: Level, *, profile_dir: Path | None = None) -> PacedFigures:
+    """One level: the pipeline run, then the reader's (module docstring).
 
-
-def measure_level(chat_url: str, level: Level) -> PacedFigures:
-    """One level: the pipeline run, then the reader's (module docstring)."""
+    Args:
+        profile_dir: Run the worker and the sink under pyinstrument, their profiles written
+            here when they stop (CPU figures then include the profiler's cost).
+    """
     transcripts = load_transcripts()
     figures = PacedFigures(level)
-    with end_to_end.Stack(chat_url, concurrency=level.concurrency) as stack:
+    stack = end_to_end.Stack(chat_url, concurrency=level.concurrency, profile_dir=profile_dir)
+    with stack:
         settings = stack.space.settings
         _install_line_clock(settings)
         asyncio.run(_log_append_time(settings))

@@ -8,6 +8,7 @@ line, archive delay p99 < 1 s): there the printed baseline is that bound.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Final
 
 from bench import paced
@@ -22,10 +23,13 @@ ARCHIVE_DELAY_BOUND_S: Final = 1.0
 AT_MOST_BOUND: Final = Target("<=", 1.0)
 
 
-def paced_results(chat_url: str, scale: paced.PacedScale) -> Iterator[Result]:
-    """Runs every level and yields its results as soon as the level is done."""
+def paced_results(
+    chat_url: str, scale: paced.PacedScale, *, profile_dir: Path | None = None
+) -> Iterator[Result]:
+    """Runs every level and yields its results as soon as the level is done (``profile_dir``:
+    :func:`bench.paced.measure_level`)."""
     for level in scale.levels:
-        yield from level_results(paced.measure_level(chat_url, level))
+        yield from level_results(paced.measure_level(chat_url, level, profile_dir=profile_dir))
 
 
 def level_results(f: paced.PacedFigures) -> list[Result]:

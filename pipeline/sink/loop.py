@@ -52,6 +52,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final
 
+import uvloop
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from tenacity import (
     AsyncRetrying,
@@ -244,6 +245,7 @@ class Sink:
             max_records=self._settings.sink_batch_max_records,
             lines_topic=self._lines_topic,
             events_topic=self._events_topic,
+            linger_ms=self._settings.sink_batch_linger_ms,
         )
 
     async def _archive(self, fetched: Fetched) -> BatchReport:
@@ -373,7 +375,7 @@ def run_sink(settings: Settings) -> None:
         PermanentError: A failure no retry can fix.
         RecordDeliveryError: Kafka cannot be reached at start.
     """
-    asyncio.run(_serve(settings))
+    uvloop.run(_serve(settings))
 
 
 async def _serve(settings: Settings) -> None:
