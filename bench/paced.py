@@ -44,6 +44,7 @@ from bench.results import summary
 from bench.transcripts import load_transcripts, sent_at_of
 from bench.workload import bench_jobs
 from models import wire
+from models.records import ChatJob
 from pipeline.kafka.clients import DEFAULT_PARTITIONS
 from pipeline.settings import Settings
 
@@ -63,6 +64,11 @@ END $$;
 CREATE CONSTRAINT TRIGGER bench_line_committed AFTER INSERT ON {schema}.stream_lines
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.line_no % {sample} = 0)
     EXECUTE FUNCTION {schema}.bench_mark_line();
+"""
+_JOB_TIMES: Final = """
+SELECT EXTRACT(EPOCH FROM submitted_at)::float8, EXTRACT(EPOCH FROM started_at)::float8,
+       EXTRACT(EPOCH FROM finished_at)::float8
+FROM {schema}.jobs WHERE job_id = ANY(%s)
 """
 _LINE_DELAYS: Final = """
 SELECT substring(l.raw from 1 for 40), EXTRACT(EPOCH FROM c.committed_at)::float8
@@ -106,6 +112,8 @@ class PacedFigures:
     kafka_latency_s: list[float] = field(default_factory=list)
     archive_latency_s: list[float] = field(default_factory=list)
     job_delays_s: list[float] = field(default_factory=list)
+    queue_waits_s: list[float] = field(default_factory=list)
+    max_in_flight: int = 0
     reader: dict[str, Any] = field(default_factory=dict)
 
     def per_line_us(self, cpu_s: float) -> float:
@@ -128,6 +136,7 @@ class PacedFigures:
             "kafka_latency_ms": self.kafka_latency_s,
             "archive_latency_ms": self.archive_latency_s,
             "job_archive_delay_ms": self.job_delays_s,
+            "job_queue_wait_ms": self.queue_waits_s,
         }
         return {
             "concurrency": self.level.concurrency,
@@ -138,6 +147,7 @@ class PacedFigures:
             "sink_cpu_us_per_line": self.per_line_us(self.sink_cpu_s),
             "reader_cpu_us_per_line": self.reader_cpu_us,
             "worker_rss_kib_per_stream": self.worker_rss_kib / self.level.concurrency,
+            "max_streams_in_flight": self.max_in_flight,
             **{k: summary([x * 1000 for x in v]) for k, v in ms.items()},
             "reader": self.reader,
         }
@@ -198,6 +208,7 @@ def measure_level(chat_url: str, level: Level, *, profile_dir: Path | None = Non
         figures.job_delays_s = delays
         figures.lines = _lines(settings, [job.job_id for job in jobs])
         figures.archive_latency_s = _archive_latencies(settings)
+        figures.queue_waits_s, figures.max_in_flight = _job_times(settings, jobs)
         figures.kafka_latency_s = asyncio.run(_kafka_latencies(settings))
         reader = streams.drive(
             "httpx",
@@ -235,6 +246,24 @@ def _lines(settings: Settings, job_ids: Sequence[str]) -> int:
     with psycopg.connect(conninfo(settings), autocommit=True) as conn:
         row = conn.execute(query.encode(), (list(job_ids),)).fetchone()
     return int(row[0]) if row else 0
+
+
+def _job_times(settings: Settings, jobs: Sequence[ChatJob]) -> tuple[list[float], int]:
+    """Returns: per job, seconds from submission to its start at the worker (waiting in
+    ``chat.requests``), and the most jobs the worker ran at once."""
+    query = _JOB_TIMES.format(schema=f'"{settings.database_schema}"')
+    with psycopg.connect(conninfo(settings), autocommit=True) as conn:
+        rows = conn.execute(query.encode(), ([job.job_id for job in jobs],)).fetchall()
+    waits = [started - submitted for submitted, started, _ in rows if submitted and started]
+    edges = sorted(
+        [(started, 1) for _, started, done in rows if started and done]
+        + [(done, -1) for _, started, done in rows if started and done]
+    )
+    running = most = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    return waits, most
 
 
 def _archive_latencies(settings: Settings) -> list[float]:

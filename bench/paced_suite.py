@@ -67,6 +67,10 @@ def level_results(f: paced.PacedFigures) -> list[Result]:
     results += [
         Result(f"{name}-archive-delay-p99", delay, ARCHIVE_DELAY_BOUND_S, "s",
                "the issue's bound (p99 < 1 s)", target=AT_MOST_BOUND),
+        Result(f"{name}-streams-in-flight", f.max_in_flight, c, "streams",
+               "the worker's concurrency setting (most jobs running at once)"),
+        Result(f"{name}-queue-wait-p99", details["job_queue_wait_ms"].get("p99", 0.0) / 1000,
+               ARCHIVE_DELAY_BOUND_S, "s", "1 s (a job's wait in chat.requests)"),
         Result(f"{name}-memory", f.worker_rss_kib / c, _reader_rss(f) / c, "KiB/stream",
                "peak RSS growth / C of the reader"),
     ]  # fmt: skip
