@@ -224,9 +224,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--streams-per-client", type=int, default=0, help="0: one client.")
     parser.add_argument("--api-key", default="bench-key")
     parser.add_argument("--warm-up-question", default=None, help="Asked by the warm-up jobs.")
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     parser.add_argument("--profile", default=None, help="Write a pyinstrument profile here.")
     args = parser.parse_args(argv)
-    figures = asyncio.run(measure(args))
+    if args.loop == "uvloop":  # as the worker process runs (pipeline.worker.app.run_worker)
+        import uvloop
+
+        figures = uvloop.run(measure(args))
+    else:
+        figures = asyncio.run(measure(args))
     sys.stdout.write(json.dumps(figures) + "\n")
 
 
