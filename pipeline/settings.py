@@ -43,8 +43,9 @@ class Settings(BaseSettings):
         sink_batch_max_records, sink_batch_wait_ms: Sink batching: records per ``getmany``
             and how long to wait for them.
         sink_batch_linger_ms: How long the sink keeps adding to a small batch after its first
-            records arrived (:func:`pipeline.sink.prefetch.fetch`): at a low line rate, one
-            transaction per ~200 ms of lines instead of one per ``getmany`` (issue 13).
+            records arrived, while records come slowly (:func:`pipeline.sink.prefetch.fetch`):
+            at a low line rate, one transaction per ~200 ms of lines instead of one per
+            ``getmany`` (issue 13).
         sink_metrics_port: TCP port of the sink's Prometheus ``/metrics``
             (:mod:`pipeline.sink.metrics`); None: not served.
         redact_detectors: Named redaction detectors applied to lines before storage

@@ -71,7 +71,14 @@ from pipeline.settings import Settings
 from pipeline.sink import metrics
 from pipeline.sink.answers import AnswerPublisher
 from pipeline.sink.decode import BatchReport, Item
-from pipeline.sink.prefetch import Batches, Fetched, Prefetcher, fetch, rewind_offsets
+from pipeline.sink.prefetch import (
+    LINGER_UNTIL_RECORDS,
+    Batches,
+    Fetched,
+    Prefetcher,
+    fetch,
+    rewind_offsets,
+)
 
 __all__ = ["BatchReport", "Sink", "run_sink"]
 
@@ -116,6 +123,7 @@ class Sink:
         self._stats = metrics.SinkStats()
         self._lag_at = 0.0
         self._prefetch: Prefetcher | None = None
+        self._slow = True
 
     def __repr__(self) -> str:
         s = self._stats
@@ -239,14 +247,18 @@ class Sink:
         return dataclasses.replace(report, committed=committed)
 
     async def _fetch(self) -> Fetched:
-        return await fetch(
+        """Fetches a batch; lingers for more only while the records come slowly (the previous
+        batch was small too), so the tail of a burst is not held back."""
+        fetched = await fetch(
             self._consumer,
             wait_ms=self._settings.sink_batch_wait_ms,
             max_records=self._settings.sink_batch_max_records,
             lines_topic=self._lines_topic,
             events_topic=self._events_topic,
-            linger_ms=self._settings.sink_batch_linger_ms,
+            linger_ms=self._settings.sink_batch_linger_ms if self._slow else 0,
         )
+        self._slow = fetched.records < LINGER_UNTIL_RECORDS
+        return fetched
 
     async def _archive(self, fetched: Fetched) -> BatchReport:
         """Writes a decoded batch, then dead-letters what could not be archived."""
