@@ -112,7 +112,9 @@ def _paced(
         scale = paced.PacedScale(scale.pacing, kept)
     agent, url = paced.start_agent(scale.pacing)
     try:
-        yield from paced_suite.paced_results(url, scale, profile_dir=profile_dir)
+        yield from paced_suite.paced_results(
+            url, scale, profile_dir=profile_dir, agent_pid=agent.process.pid
+        )
     finally:
         agent.stop()
 

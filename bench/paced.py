@@ -109,6 +109,7 @@ class PacedFigures:
     worker_cpu_s: float = 0.0
     sink_cpu_s: float = 0.0
     worker_rss_kib: int = 0
+    agent_cpu_s: float = 0.0
     kafka_latency_s: list[float] = field(default_factory=list)
     archive_latency_s: list[float] = field(default_factory=list)
     job_delays_s: list[float] = field(default_factory=list)
@@ -146,6 +147,7 @@ class PacedFigures:
             "worker_cpu_us_per_line": self.per_line_us(self.worker_cpu_s),
             "sink_cpu_us_per_line": self.per_line_us(self.sink_cpu_s),
             "reader_cpu_us_per_line": self.reader_cpu_us,
+            "agent_cpu_us_per_line": self.per_line_us(self.agent_cpu_s),
             "worker_rss_kib_per_stream": self.worker_rss_kib / self.level.concurrency,
             "max_streams_in_flight": self.max_in_flight,
             **{k: summary([x * 1000 for x in v]) for k, v in ms.items()},
@@ -180,12 +182,15 @@ def _status_kib(pid: int, name: str) -> int:
     raise ValueError(f"no {name} in /proc/{pid}/status")
 
 
-def measure_level(chat_url: str, level: Level, *, profile_dir: Path | None = None) -> PacedFigures:
+def measure_level(
+    chat_url: str, level: Level, *, profile_dir: Path | None = None, agent_pid: int | None = None
+) -> PacedFigures:
     """One level: the pipeline run, then the reader's (module docstring).
 
     Args:
         profile_dir: Run the worker and the sink under pyinstrument, their profiles written
             here when they stop (CPU figures then include the profiler's cost).
+        agent_pid: The paced agent's process, whose CPU per line is noted (the pacer's cost).
     """
     transcripts = load_transcripts()
     figures = PacedFigures(level)
@@ -200,7 +205,9 @@ def measure_level(chat_url: str, level: Level, *, profile_dir: Path | None = Non
         jobs = bench_jobs(transcripts, level.jobs, chat_url=chat_url)
         rss_before = reset_peak_rss(worker)
         cpu_before = cpu_s(worker), cpu_s(sink)
+        agent_before = cpu_s(agent_pid) if agent_pid else 0.0
         started, delays, commits = stack.run(jobs)
+        figures.agent_cpu_s = cpu_s(agent_pid) - agent_before if agent_pid else 0.0
         figures.worker_cpu_s = cpu_s(worker) - cpu_before[0]
         figures.sink_cpu_s = cpu_s(sink) - cpu_before[1]
         figures.worker_rss_kib = peak_rss_kib(worker) - rss_before

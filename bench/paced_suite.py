@@ -24,12 +24,17 @@ AT_MOST_BOUND: Final = Target("<=", 1.0)
 
 
 def paced_results(
-    chat_url: str, scale: paced.PacedScale, *, profile_dir: Path | None = None
+    chat_url: str,
+    scale: paced.PacedScale,
+    *,
+    profile_dir: Path | None = None,
+    agent_pid: int | None = None,
 ) -> Iterator[Result]:
-    """Runs every level and yields its results as soon as the level is done (``profile_dir``:
-    :func:`bench.paced.measure_level`)."""
+    """Runs every level and yields its results as soon as the level is done (``profile_dir``,
+    ``agent_pid``: :func:`bench.paced.measure_level`)."""
     for level in scale.levels:
-        yield from level_results(paced.measure_level(chat_url, level, profile_dir=profile_dir))
+        found = paced.measure_level(chat_url, level, profile_dir=profile_dir, agent_pid=agent_pid)
+        yield from level_results(found)
 
 
 def level_results(f: paced.PacedFigures) -> list[Result]:
@@ -49,6 +54,8 @@ def level_results(f: paced.PacedFigures) -> list[Result]:
         Result(f"{name}-sink-cpu", sink_us, SINK_US_BOUND, "us/line",
                "the issue's bound for the sink (0.5 ms per line)",
                target=AT_MOST_BOUND if c <= 8 else None),
+        Result(f"{name}-agent-cpu", f.per_line_us(f.agent_cpu_s), f.reader_cpu_us, "us/line",
+               "the reader's (the paced agent's own cost: its pacer and HTTP)"),
         Result(f"{name}-pipeline-cpu", worker_us + sink_us, PIPELINE_US_BOUND, "us/line",
                "the issue's bound (250 us per line; PostgreSQL and Kafka not included)",
                target=AT_MOST_BOUND),
