@@ -16,16 +16,35 @@ import argparse
 import logging
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Final
 
-from bench import end_to_end, processes, profiles, rate_limited, sink_ingest, suite
+from bench import (
+    end_to_end,
+    paced,
+    paced_suite,
+    processes,
+    profiles,
+    rate_limited,
+    sink_ingest,
+    suite,
+)
 from bench.results import RESULTS_DIR, Result, format_line, results_document, write_json
 from bench.transcripts import load_transcripts
 from bench.workload import record
 
-BENCHMARKS: Final = ("sink", "streams", "e2e", "chat-api", "console", "planner", "ratelimit")
+BENCHMARKS: Final = (
+    "sink",
+    "streams",
+    "e2e",
+    "chat-api",
+    "console",
+    "planner",
+    "ratelimit",
+    "paced",
+)
 """Names for ``--only``; growth (benchmark 5) comes with ``sink`` and ``e2e``."""
 
 
@@ -41,8 +60,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     selected = args.only or list(BENCHMARKS)
     started_at, started = datetime.now(UTC), time.perf_counter()
-    results = run(selected, suite.SCALES[args.scale], emit=_emit)
-    if args.profile:
+    results = run(
+        selected,
+        suite.SCALES[args.scale],
+        emit=_emit,
+        scale_name=args.scale,
+        profile=args.profile,
+        paced_levels=args.paced_c,
+    )
+    if args.profile and set(selected) - {"paced"}:
         for path in profiles.profile_slowest(suite.SCALES[args.scale]):
             print(f"profile written: {path}")
     wall = time.perf_counter() - started
@@ -53,7 +79,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(
-    selected: Sequence[str], scale: suite.Scale, *, emit: Callable[[Result], None]
+    selected: Sequence[str],
+    scale: suite.Scale,
+    *,
+    emit: Callable[[Result], None],
+    scale_name: str = "full",
+    profile: bool = False,
+    paced_levels: Sequence[int] | None = None,
 ) -> list[Result]:
     """Runs the benchmarks named in ``selected`` at ``scale``, calling ``emit`` per result."""
     transcripts = load_transcripts()
@@ -92,7 +124,25 @@ def run(
     if "ratelimit" in selected:  # issue 13: 5x benchmark 3's small size, against a 429ing agent
         add(rate_limited.results(list(transcripts), 5 * scale.e2e_jobs[0]))
     add(suite.growth_results(sink_figures, e2e_figures))
+    if "paced" in selected:
+        add(_paced(scale_name, RESULTS_DIR if profile else None, paced_levels))
     return results
+
+
+def _paced(
+    scale_name: str, profile_dir: Path | None, levels: Sequence[int] | None
+) -> Iterator[Result]:
+    scale = paced.SCALES[scale_name]
+    if levels:
+        kept = tuple(level for level in scale.levels if level.concurrency in levels)
+        scale = paced.PacedScale(scale.pacing, kept)
+    agent, url = paced.start_agent(scale.pacing)
+    try:
+        yield from paced_suite.paced_results(
+            url, scale, profile_dir=profile_dir, agent_pid=agent.process.pid
+        )
+    finally:
+        agent.stop()
 
 
 def _start_synthetic() -> tuple[processes.Child, str]:
@@ -120,6 +170,12 @@ def _parser() -> argparse.ArgumentParser:
         "--only", action="append", choices=BENCHMARKS, help="Run only this benchmark (repeatable)."
     )
     parser.add_argument("--scale", choices=tuple(suite.SCALES), default="full")
+    parser.add_argument(
+        "--paced-c",
+        action="append",
+        type=int,
+        help="Run only this concurrency of the paced benchmark (repeatable).",
+    )
     parser.add_argument(
         "--profile", action="store_true", help=f"Profile the slowest stages into {RESULTS_DIR}."
     )

@@ -36,7 +36,7 @@ from bench.workload import bench_jobs, request_bodies
 from models import wire
 from models.records import ChatJob, LineEnvelope
 from pipeline.chat.client import ChatClient
-from pipeline.kafka.clients import JobOutput, create_producer, ensure_topics
+from pipeline.kafka.clients import LINES_LINGER_MS, JobOutput, create_producer, ensure_topics
 from pipeline.settings import Settings
 from pipeline.worker.job_runner import JobRunner
 
@@ -115,6 +115,10 @@ async def drive_worker(
     """
     producer = create_producer(settings, client_id="bench-drive")
     await producer.start()
+    lines_producer = create_producer(
+        settings, client_id="bench-drive-lines", linger_ms=LINES_LINGER_MS
+    )
+    await lines_producer.start()
     loops = min(concurrency, len(jobs))
     per_client = streams_per_client or max(loops, 1)
     client_settings = settings.model_copy(update={"worker_concurrency": per_client})
@@ -126,7 +130,7 @@ async def drive_worker(
     async def loop(runner: JobRunner) -> None:
         while queue:
             job = queue.pop()
-            output = TimedOutput(producer, settings, job.job_id)
+            output = TimedOutput(producer, settings, job.job_id, lines_producer=lines_producer)
             output.latencies_s = latencies
             event = await runner.run(job, output)
             done["lines"] += event.line_count or 0
@@ -139,6 +143,7 @@ async def drive_worker(
     finally:
         for chat_client in clients:
             await chat_client.aclose()
+        await lines_producer.stop()
         await producer.stop()
     return done
 
@@ -170,6 +175,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     transcripts = load_transcripts()
     settings = Settings(worker_concurrency=args.concurrency, api_key=args.api_key)
     warm = bench_jobs(transcripts, min(args.concurrency, 10), chat_url=args.url)
+    if args.warm_up_question:
+        warm = [job.model_copy(update={"question": args.warm_up_question}) for job in warm]
     jobs = bench_jobs(transcripts, args.jobs, chat_url=args.url)
     if args.mode == "worker":
         await ensure_topics(settings, (wire.TOPIC_LINES, wire.TOPIC_JOB_EVENTS))
@@ -178,9 +185,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     latencies: list[float] = []
     profiler = _profiler(args.profile)
     async with RssPeak() as rss:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         done = await _run_mode(args, settings, jobs, latencies)
-        elapsed = time.perf_counter() - started
+        elapsed, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     if profiler is not None:
         _write_profile(profiler, Path(args.profile))
     return {
@@ -192,6 +199,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "failed": done.get("failed", len(jobs) - done["completed"]),
         "lines": done["lines"],
         "elapsed_s": elapsed,
+        "cpu_s": cpu_s,
         "latency_ms": summary([s * 1000 for s in latencies]),
         "rss_before_kib": rss.before,
         "rss_peak_kib": rss.peak,
@@ -223,9 +231,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, required=True)
     parser.add_argument("--streams-per-client", type=int, default=0, help="0: one client.")
     parser.add_argument("--api-key", default="bench-key")
+    parser.add_argument("--warm-up-question", default=None, help="Asked by the warm-up jobs.")
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     parser.add_argument("--profile", default=None, help="Write a pyinstrument profile here.")
     args = parser.parse_args(argv)
-    figures = asyncio.run(measure(args))
+    if args.loop == "uvloop":  # as the worker process runs (pipeline.worker.app.run_worker)
+        import uvloop
+
+        figures = uvloop.run(measure(args))
+    else:
+        figures = asyncio.run(measure(args))
     sys.stdout.write(json.dumps(figures) + "\n")
 
 

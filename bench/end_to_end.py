@@ -23,6 +23,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 import psycopg
@@ -76,10 +77,16 @@ class Stack:
     """The worker and sink processes on a bench space, against ``chat_url``."""
 
     def __init__(
-        self, chat_url: str, *, concurrency: int = WORKER_CONCURRENCY, sinks: int = 1
+        self,
+        chat_url: str,
+        *,
+        concurrency: int = WORKER_CONCURRENCY,
+        sinks: int = 1,
+        profile_dir: Path | None = None,
     ) -> None:
         self.chat_url = chat_url
         self.sinks = sinks
+        self.profile_dir = profile_dir
         self.space = BenchSpace.new(
             "e2e",
             worker_concurrency=concurrency,
@@ -94,7 +101,11 @@ class Stack:
             env = processes.pipeline_env(self.space.settings)
             names = ["worker", *["sink"] * self.sinks]
             for n, name in enumerate(names):
-                child = processes.start(f"e2e-{name}-{n}", "pipeline.cli.app", name, env=env)
+                args: list[str] = ["pipeline.cli.app", name]
+                if self.profile_dir is not None:  # pyinstrument writes its text when it exits
+                    out = self.profile_dir / f"profile-{self.space.schema}-{name}-{n}.txt"
+                    args = ["pyinstrument", "--no-color", "-o", str(out), "-m", *args]
+                child = processes.start(f"e2e-{name}-{n}", *args, env=env)
                 self.children.append(child)
         except BaseException:
             self.__exit__()

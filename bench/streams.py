@@ -61,6 +61,7 @@ def drive(
     streams: int,
     streams_per_client: int,
     profile: str | None = None,
+    warm_up_question: str | None = None,
 ) -> Drive:
     """Runs one :mod:`bench.drive` process and returns its figures.
 
@@ -77,6 +78,8 @@ def drive(
     ]  # fmt: skip
     if profile:
         args += ["--profile", profile]
+    if warm_up_question:
+        args += ["--warm-up-question", warm_up_question]
     env = {**os.environ, **processes.pipeline_env(space.settings)}
     done = subprocess.run(
         args, cwd=processes.ROOT, env=env, capture_output=True, text=True, check=False

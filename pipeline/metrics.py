@@ -55,6 +55,20 @@ JOB_S: Final = Histogram(
     "Seconds from a job's start to its terminal event.",
     buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
 )
+KAFKA_OUTAGE: Final = Gauge(
+    "chatscribe_kafka_outage",
+    "1 while this process cannot reach Kafka (pipeline.kafka.outage), else 0.",
+)
+KAFKA_OUTAGE_SECONDS: Final = Counter(
+    "chatscribe_kafka_outage_seconds_total", "Seconds this process spent in Kafka outages."
+)
+KAFKA_OUTAGES: Final = Counter(
+    "chatscribe_kafka_outages_total", "Kafka outages this process went through."
+)
+KAFKA_LOG_RECORDS_HELD: Final = Counter(
+    "chatscribe_kafka_log_records_held_total",
+    "aiokafka/kafka warning and error records summarised instead of written, during outages.",
+)
 
 THROTTLED: Final = Counter(
     "chatscribe_worker_throttled_total",

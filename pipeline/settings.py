@@ -56,6 +56,10 @@ class Settings(BaseSettings):
             soon the group notices a worker that died (SIGKILL) and hands its jobs over.
         sink_batch_max_records, sink_batch_wait_ms: Sink batching: records per ``getmany``
             and how long to wait for them.
+        sink_batch_linger_ms: How long the sink keeps adding to a small batch after its first
+            records arrived, while records come slowly (:func:`pipeline.sink.prefetch.fetch`):
+            at a low line rate, one transaction per ~200 ms of lines instead of one per
+            ``getmany`` (issue 13).
         sink_metrics_port: TCP port of the sink's Prometheus ``/metrics``
             (:mod:`pipeline.sink.metrics`); None: not served.
         redact_detectors: Named redaction detectors applied to lines before storage
@@ -88,6 +92,7 @@ class Settings(BaseSettings):
     worker_session_timeout_s: float = Field(default=30.0, ge=6.0, le=300.0)
     sink_batch_max_records: int = Field(default=5000, ge=1)
     sink_batch_wait_ms: int = Field(default=200, ge=0)
+    sink_batch_linger_ms: int = Field(default=200, ge=0)
     max_record_bytes: int = MAX_RECORD_BYTES
     metrics_port: int | None = None
     sink_metrics_port: int | None = Field(default=None, ge=1, le=65535)

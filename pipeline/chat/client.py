@@ -23,7 +23,6 @@ import logging
 import math
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from types import TracebackType
@@ -77,25 +76,76 @@ _STATUS_ERRORS: Final[dict[int, type[ChatClientError]]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
 class StreamLine:
-    r"""One NDJSON line of a chat stream, as received.
+    r"""One NDJSON line of a chat stream, as received; parsed only when asked.
 
     Attributes:
         line_no: Position in this stream, counting from 1.
         raw: The line's bytes without ``\n`` (``\r`` and invalid UTF-8 kept).
         terminated: False only for a last line the stream ended (or broke) without ``\n``.
         received_at: When the chunk completing the line arrived (UTC).
-        message, parse_error: The parsed message, or why the line did not parse
-            (:func:`models.records.parse_line`).
+
+    :attr:`message` and :attr:`parse_error` parse the line on first use
+    (:func:`models.records.parse_line`): the worker forwards most lines (deltas) as bytes and
+    parses only those :attr:`may_matter` flags, so a delta costs no JSON parse and no model.
     """
 
-    line_no: int
-    raw: bytes
-    terminated: bool
-    received_at: datetime
-    message: StreamMessage | None
-    parse_error: str | None
+    __slots__ = ("_parsed", "line_no", "raw", "received_at", "terminated")
+
+    def __init__(self, line_no: int, raw: bytes, terminated: bool, received_at: datetime) -> None:
+        self.line_no = line_no
+        self.raw = raw
+        self.terminated = terminated
+        self.received_at = received_at
+        self._parsed: tuple[StreamMessage | None, str | None] | None = None
+
+    def __repr__(self) -> str:
+        return f"<StreamLine line_no={self.line_no} bytes={len(self.raw)}>"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StreamLine):
+            return NotImplemented
+        mine = (self.line_no, self.raw, self.terminated, self.received_at)
+        return mine == (other.line_no, other.raw, other.terminated, other.received_at)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def message(self) -> StreamMessage | None:
+        """The parsed message, or None when the line is not one (see :attr:`parse_error`)."""
+        return self._parse()[0]
+
+    @property
+    def parse_error(self) -> str | None:
+        """Why the line did not parse, or None."""
+        return self._parse()[1]
+
+    @property
+    def may_matter(self) -> bool:
+        """Whether the line may carry what the worker acts on (:func:`may_matter`)."""
+        return may_matter(self.raw)
+
+    def _parse(self) -> tuple[StreamMessage | None, str | None]:
+        if self._parsed is None:
+            self._parsed = parse_line(self.raw)
+        return self._parsed
+
+
+_MATTERS: Final = (b'"chatId"', b'"error"', b'"__', b'"final"')
+
+
+def may_matter(raw: bytes) -> bool:
+    """Byte check: may this line carry a chat id, an error, a sentinel or the final answer?
+
+    False only when none of ``"chatId"``, ``"error"``, ``"__`` (sentinel ids such as
+    ``__cutoff__``, ``__state__``, ``__aborted__``) or ``"final"`` (the final answer's
+    ``graphPath``) occurs in the bytes: such a line (a thinking or answer delta, a tool call)
+    changes nothing in :class:`pipeline.worker.attempts.AttemptState`, so it need not be
+    parsed. A line flagged True is parsed as before; a false alarm (a delta whose text is
+    ``"error"``) only costs the parse. Keys written with JSON escapes (``"\\u0063hatId"``)
+    would be missed: the Chat API writes plain keys (interface, "Stream messages").
+    """
+    return any(marker in raw for marker in _MATTERS)
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
@@ -431,8 +481,7 @@ async def _read_limited(response: httpx.Response) -> bytes:
 
 
 def _stream_line(line_no: int, line: RawLine, received_at: datetime) -> StreamLine:
-    message, parse_error = parse_line(line.raw)
-    return StreamLine(line_no, line.raw, line.terminated, received_at, message, parse_error)
+    return StreamLine(line_no, line.raw, line.terminated, received_at)
 
 
 def _pick(explicit: float | None, settings: Settings | None, name: str) -> float:

@@ -104,8 +104,10 @@ def db_upgrade(verbose: Verbose = False) -> None:
 def worker(verbose: Verbose = False) -> None:
     """Run a worker: consume chat.requests, drive Chat API streams, produce every line."""
     _logging(verbose)
+    from pipeline.kafka.outage import install_outage_log
     from pipeline.worker.app import run_worker
 
+    install_outage_log()
     run_worker(Settings())
 
 
@@ -113,8 +115,10 @@ def worker(verbose: Verbose = False) -> None:
 def sink(verbose: Verbose = False) -> None:
     """Run a sink: archive chat.lines and chat.job-events into PostgreSQL."""
     _logging(verbose)
+    from pipeline.kafka.outage import install_outage_log
     from pipeline.sink.loop import run_sink
 
+    install_outage_log()
     run_sink(Settings())
 
 

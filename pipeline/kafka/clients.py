@@ -40,6 +40,12 @@ acknowledgements three times (``started``; its lines before the terminal event; 
 event, :class:`pipeline.worker.job_runner.JobRunner`) and each wait paid the whole linger: 5 ms
 made one
 stream at a time 7x slower (bench ``stream-c1``); an acknowledgement itself takes ~0.3 ms."""
+LINES_LINGER_MS: Final = 10
+"""Linger of the worker's producer for ``chat.lines`` only (:class:`JobOutput`'s
+``lines_producer``): LLM-paced streams send a line every ~70 ms each, so without lingering
+nearly every line was a produce request of its own (~1 ms of worker and broker CPU each, issue
+13). Nobody waits on a line but the terminal event, which pays at most this once per job;
+lifecycle events keep :data:`LINGER_MS`."""
 MAX_BATCH_BYTES: Final = 256 * 1024
 """Producer batch size per partition (aiokafka's default is 16 KiB). The idempotent producer
 has one request in flight per partition, and a send into a full batch waits for that request:
@@ -57,12 +63,15 @@ PRUNE_PENDING_AT: Final = 1024
 Headers = Sequence[tuple[str, bytes]]
 
 
-def create_producer(settings: Settings, *, client_id: str = "chatscribe") -> AIOKafkaProducer:
+def create_producer(
+    settings: Settings, *, client_id: str = "chatscribe", linger_ms: int = LINGER_MS
+) -> AIOKafkaProducer:
     """Builds (does not start) an idempotent producer; call inside a running event loop.
 
     Returns:
         An ``AIOKafkaProducer`` with ``enable_idempotence=True``, ``acks="all"``,
-        ``max_request_size=settings.max_record_bytes``, ``linger_ms=0``, batches of up to
+        ``max_request_size=settings.max_record_bytes``, ``linger_ms`` (default
+        :data:`LINGER_MS`), batches of up to
         :data:`MAX_BATCH_BYTES` (a larger record gets a batch of its own) and a request timeout
         of :data:`PRODUCER_REQUEST_TIMEOUT_MS`.
     """
@@ -72,7 +81,7 @@ def create_producer(settings: Settings, *, client_id: str = "chatscribe") -> AIO
         enable_idempotence=True,
         acks="all",
         max_request_size=settings.max_record_bytes,
-        linger_ms=LINGER_MS,
+        linger_ms=linger_ms,
         max_batch_size=min(MAX_BATCH_BYTES, settings.max_record_bytes),
         request_timeout_ms=PRODUCER_REQUEST_TIMEOUT_MS,
     )
@@ -234,10 +243,22 @@ class JobOutput:
         producer: A started idempotent producer (:func:`create_producer`).
         settings: Topic prefix.
         job_id: The record key.
+        lines_producer: The producer of the lines, when they have their own (one that lingers,
+            :data:`LINES_LINGER_MS`); default ``producer``. A job's lines stay in order (one
+            producer, one key); the terminal event follows :meth:`delivered`, so lines and
+            events need no common producer.
     """
 
-    def __init__(self, producer: AIOKafkaProducer, settings: Settings, job_id: str) -> None:
+    def __init__(
+        self,
+        producer: AIOKafkaProducer,
+        settings: Settings,
+        job_id: str,
+        *,
+        lines_producer: AIOKafkaProducer | None = None,
+    ) -> None:
         self._producer = producer
+        self._lines_producer = lines_producer or producer
         self._key = job_id.encode()
         self._lines_topic = settings.topic(TOPIC_LINES)
         self._events_topic = settings.topic(TOPIC_JOB_EVENTS)
@@ -256,7 +277,7 @@ class JobOutput:
             RecordDeliveryError: The producer could not queue it in time.
         """
         _, value, headers = envelope.to_record()
-        await self._send(self._lines_topic, value, headers)
+        await self._send(self._lines_topic, value, headers, producer=self._lines_producer)
         self.lines_sent += 1
 
     async def send_event(self, event: JobEvent) -> None:
@@ -272,8 +293,17 @@ class JobOutput:
         pending, self._pending = self._pending, []
         await delivered(pending)
 
-    async def _send(self, topic: str, value: bytes, headers: Headers) -> None:
-        future = await _send(self._producer, topic, key=self._key, value=value, headers=headers)
+    async def _send(
+        self,
+        topic: str,
+        value: bytes,
+        headers: Headers,
+        *,
+        producer: AIOKafkaProducer | None = None,
+    ) -> None:
+        future = await _send(
+            producer or self._producer, topic, key=self._key, value=value, headers=headers
+        )
         self._pending.append((topic, future))
         if len(self._pending) >= PRUNE_PENDING_AT:
             self._pending = [(t, f) for t, f in self._pending if not _succeeded(f)]

@@ -52,6 +52,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final
 
+import uvloop
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
@@ -76,7 +77,14 @@ from pipeline.settings import Settings
 from pipeline.sink import metrics
 from pipeline.sink.answers import AnswerPublisher
 from pipeline.sink.decode import BatchReport, Dead, Item, invalid_record
-from pipeline.sink.prefetch import Batches, Fetched, Prefetcher, fetch, rewind_offsets
+from pipeline.sink.prefetch import (
+    LINGER_UNTIL_RECORDS,
+    Batches,
+    Fetched,
+    Prefetcher,
+    fetch,
+    rewind_offsets,
+)
 
 __all__ = ["BatchReport", "Sink", "run_sink"]
 
@@ -121,6 +129,7 @@ class Sink:
         self._stats = metrics.SinkStats()
         self._lag_at = 0.0
         self._prefetch: Prefetcher | None = None
+        self._slow = True
 
     def __repr__(self) -> str:
         s = self._stats
@@ -247,13 +256,19 @@ class Sink:
         return dataclasses.replace(report, committed=committed)
 
     async def _fetch(self) -> Fetched:
-        return await fetch(
+        """Fetches a batch; lingers for more only while the records come slowly (the previous
+        batch was small too), so the tail of a burst is not held back.
+        """
+        fetched = await fetch(
             self._consumer,
             wait_ms=self._settings.sink_batch_wait_ms,
             max_records=self._settings.sink_batch_max_records,
             lines_topic=self._lines_topic,
             events_topic=self._events_topic,
+            linger_ms=self._settings.sink_batch_linger_ms if self._slow else 0,
         )
+        self._slow = fetched.records < LINGER_UNTIL_RECORDS
+        return fetched
 
     async def _archive(self, fetched: Fetched) -> BatchReport:
         """Writes a decoded batch, then dead-letters what could not be archived."""
@@ -384,7 +399,7 @@ def run_sink(settings: Settings) -> None:
         PermanentError: A failure no retry can fix.
         RecordDeliveryError: Kafka cannot be reached at start.
     """
-    asyncio.run(_serve(settings))
+    uvloop.run(_serve(settings))
 
 
 async def _serve(settings: Settings) -> None:

@@ -35,7 +35,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from models.records import JobEvent, LineEnvelope
 from pipeline.errors import PartitionsRevokedError
@@ -45,6 +45,8 @@ from pipeline.sink.decode import Dead, Item, decode_batch
 
 logger = logging.getLogger("pipeline.sink.loop")
 
+LINGER_UNTIL_RECORDS: Final = 1000
+"""A lingering batch is written as soon as it holds this many records."""
 Batches = dict[Any, list[Record]]
 """Records by ``aiokafka.TopicPartition``, in offset order (``getmany``'s answer)."""
 
@@ -80,25 +82,55 @@ class Fetched:
 
 
 async def fetch(
-    consumer: Any, *, wait_ms: int, max_records: int, lines_topic: str, events_topic: str
+    consumer: Any,
+    *,
+    wait_ms: int,
+    max_records: int,
+    lines_topic: str,
+    events_topic: str,
+    linger_ms: int = 0,
 ) -> Fetched:
     """Fetches one batch (``getmany``) and decodes it (:func:`decode_batch`).
 
     Args:
         consumer: A started ``AIOKafkaConsumer``.
-        wait_ms: Longest wait for records, in milliseconds.
+        wait_ms: Longest wait for the first records, in milliseconds.
         max_records: Most records in the batch.
         lines_topic: Full ``chat.lines`` topic name.
         events_topic: Full ``chat.job-events`` topic name.
+        linger_ms: Once records arrived, keep fetching for up to this long while the batch
+            holds fewer than :data:`LINGER_UNTIL_RECORDS` (``getmany`` answers as soon as
+            anything is there, so at a low line rate each batch would be a record or two).
 
     Returns:
-        The batch (empty when nothing arrived within ``wait_ms``).
+        The batch (empty when nothing arrived within ``wait_ms``), each partition's records in
+        offset order.
     """
     batches = await consumer.getmany(timeout_ms=wait_ms, max_records=max_records)
     batches = {tp: part for tp, part in batches.items() if part}
+    if batches and linger_ms > 0:
+        await _linger(consumer, batches, linger_ms=linger_ms, max_records=max_records)
     records = [record for part in batches.values() for record in part]
     items, dead = decode_batch(records, lines_topic=lines_topic, events_topic=events_topic)
     return Fetched(batches=batches, items=items, dead=dead)
+
+
+async def _linger(consumer: Any, batches: Batches, *, linger_ms: int, max_records: int) -> None:
+    """Adds what arrives within ``linger_ms`` to ``batches`` (kept in offset order)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + linger_ms / 1000
+    count = sum(len(part) for part in batches.values())
+    limit = min(LINGER_UNTIL_RECORDS, max_records)
+    while count < limit and (left_s := deadline - loop.time()) > 0:
+        more = await consumer.getmany(
+            timeout_ms=max(int(left_s * 1000), 1), max_records=max_records - count
+        )
+        for tp, part in more.items():
+            held = batches.setdefault(tp, [])
+            if held:  # after a rebalance reset the position, some may be here already
+                part = [record for record in part if record.offset > held[-1].offset]
+            held.extend(part)
+            count += len(part)
 
 
 def rewind_offsets(*fetched: Fetched | None) -> dict[Any, int]:

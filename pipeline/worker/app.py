@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Final, cast
 
 import faust
+import uvloop
 from faust.types import EventT, StreamT
 from mode import Service
 from pydantic import ValidationError
@@ -55,6 +56,7 @@ from pipeline.chat.client import ChatClient
 from pipeline.errors import InvalidJobError, RecordDeliveryError
 from pipeline.kafka.clients import (
     DEFAULT_PARTITIONS,
+    LINES_LINGER_MS,
     JobOutput,
     create_producer,
     ensure_topics,
@@ -111,6 +113,7 @@ class WorkerResources(Service):
         self.worker_id = settings.worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.cancellations = Cancellations()
         self._producer: Any = None
+        self._lines_producer: Any = None
         self._client: ChatClient | None = None
         self._runner: JobRunner | None = None
         self.history = JobHistory(settings)
@@ -125,6 +128,10 @@ class WorkerResources(Service):
         await ensure_topics(self.settings, OUTPUT_TOPICS, partitions=DEFAULT_PARTITIONS)
         self._producer = create_producer(self.settings, client_id=f"chatscribe-{self.worker_id}")
         await self._producer.start()
+        self._lines_producer = create_producer(
+            self.settings, client_id=f"chatscribe-{self.worker_id}-lines", linger_ms=LINES_LINGER_MS
+        )
+        await self._lines_producer.start()
         events_topic = self.settings.topic(wire.TOPIC_JOB_EVENTS)
         producer = self._producer
         partitions = await topic_partitions(
@@ -146,6 +153,8 @@ class WorkerResources(Service):
 
     async def on_stop(self) -> None:
         """Flushes and stops the producer, closes the HTTP pool."""
+        if self._lines_producer is not None:
+            await self._lines_producer.stop()
         if self._producer is not None:
             await self._producer.stop()
         if self._client is not None:
@@ -188,7 +197,9 @@ class WorkerResources(Service):
 
     async def _run(self, job: ChatJob, prior: PriorAttempts, message: Any) -> None:
         assert self._runner is not None, "WorkerResources not started"
-        output = JobOutput(self._producer, self.settings, job.job_id)
+        output = JobOutput(
+            self._producer, self.settings, job.job_id, lines_producer=self._lines_producer
+        )
         if prior.attempt and not prior.open:
             logger.info("job already finished job_id=%s attempt=%s", job.job_id, prior.attempt)
             return
@@ -354,7 +365,7 @@ def run_worker(settings: Settings, *, loglevel: str = "info") -> None:
     Raises:
         SystemExit: With a non-zero code when the worker crashed.
     """
-    loop = asyncio.new_event_loop()
+    loop = uvloop.new_event_loop()  # libuv: cheaper reads and timers per stream (issue 13)
     asyncio.set_event_loop(loop)
     app = create_app(settings)
     if settings.metrics_port is not None:

@@ -322,12 +322,11 @@ class JobRunner:
         return stream, first
 
     async def _publish(self, run: _Run, output: Output, line: StreamLine) -> None:
-        answered = run.state.answered
-        if run.state.observe(line.message):
-            run.chat_id_known.set()
-        if run.state.answered and not answered:
-            metrics.FINAL_ANSWER_S.observe(time.monotonic() - run.started)
-        envelope = LineEnvelope(
+        if line.may_matter:  # most lines (deltas) are forwarded without a parse
+            self._observe(run, line)
+        # Built from values already checked (the job, our counters, the client's line): no
+        # validation per line. The message is not carried: the record is the raw bytes.
+        envelope = LineEnvelope.model_construct(
             job_id=run.job.job_id,
             attempt=run.attempt,
             line_no=line.line_no,
@@ -335,8 +334,8 @@ class JobRunner:
             raw=line.raw,
             terminated=line.terminated,
             chat_id=run.state.chat_id,
-            message=line.message,
-            parse_error=line.parse_error,
+            message=None,
+            parse_error=None,
         )
         try:
             await output.send_line(envelope)
@@ -348,6 +347,14 @@ class JobRunner:
                 await output.send_event(self._event(run, "first_line", line_count=1))
         except TransientError as exc:
             raise _OutputFailedError(exc) from exc
+
+    @staticmethod
+    def _observe(run: _Run, line: StreamLine) -> None:
+        answered = run.state.answered
+        if run.state.observe(line.message):
+            run.chat_id_known.set()
+        if run.state.answered and not answered:
+            metrics.FINAL_ANSWER_S.observe(time.monotonic() - run.started)
 
     async def _watch(self, run: _Run, deadline_s: float, hard_stop: asyncio.Timeout) -> None:
         """At the deadline or on request: abort the chat, and close the stream after a grace."""
