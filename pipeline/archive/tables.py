@@ -109,6 +109,12 @@ jobs = Table(
     _tz("updated_at", nullable=False, now=True),
     _one_of("status", JOB_STATUSES, "status"),
     Index("ix_jobs_run_id", "run_id"),
+    Index("ix_jobs_run_page", "run_id", "submitted_at", "job_id"),  # migration 0005
+    Index(  # full-text search of questions (migration 0005)
+        "ix_jobs_question_fts",
+        text("to_tsvector('english'::regconfig, coalesce(question, ''))"),
+        postgresql_using="gin",
+    ),
 )
 
 job_events = Table(
@@ -229,6 +235,11 @@ answers = Table(
     _one_of("source", ANSWER_SOURCES, "source"),
     Index(
         "ix_answers_unpublished", "job_id", "attempt", postgresql_where=text("published_at IS NULL")
+    ),
+    Index(  # full-text search of answers (migration 0005)
+        "ix_answers_content_fts",
+        text("to_tsvector('english'::regconfig, coalesce(content, ''))"),
+        postgresql_using="gin",
     ),
 )
 
