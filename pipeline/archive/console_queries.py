@@ -242,11 +242,11 @@ def run_jobs(
 
 
 _FACETS = """
-SELECT (SELECT coalesce(array_agg(DISTINCT persona) FILTER (WHERE persona IS NOT NULL), '{{}}')
+SELECT (SELECT coalesce(array_agg(DISTINCT persona) FILTER (WHERE persona IS NOT NULL), '{}')
         FROM jobs WHERE run_id = :run_id) AS personas,
-       (SELECT coalesce(array_agg(DISTINCT status), '{{}}')
+       (SELECT coalesce(array_agg(DISTINCT status), '{}')
         FROM jobs WHERE run_id = :run_id) AS statuses,
-       (SELECT coalesce(array_agg(DISTINCT v), '{{}}') FROM jobs j
+       (SELECT coalesce(array_agg(DISTINCT v), '{}') FROM jobs j
         JOIN sql_queries q ON q.job_id = j.job_id AND q.attempt = j.last_attempt,
         unnest(q.views) AS v WHERE j.run_id = :run_id) AS views
 """
