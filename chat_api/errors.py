@@ -9,6 +9,7 @@ a result whose JSON has an ``error`` property) with one ``except`` clause::
      ├── SemanticSqlError        a Semantic SQL query was refused: code, message
      │    └── AccessDeniedError  the user may not query a view at all (code ``access_denied``)
      ├── QueryExecutionError     DuckDB failed or timed out while running a compiled query
+     ├── TruthSpecError          an evaluation question's truth mapping is malformed (part)
      └── RequestError            the server refuses an HTTP request: status_code, message
           ├── InvalidRequestError   400: body or parameters invalid
           │    ├── UndeclaredAttributeError   userAttributes name not declared (names)
@@ -343,3 +344,11 @@ class SessionUserGoneError(NotFoundError):
 
     def __init__(self) -> None:
         super().__init__("embed session's user not found: the user expired")
+
+
+class TruthSpecError(ChatApiError, ValueError):
+    """A truth mapping in an evaluation questions file is malformed.
+
+    The message names the offending part (``chat_api.evaluation.truth``). Also a ``ValueError``,
+    so callers that caught that still do.
+    """

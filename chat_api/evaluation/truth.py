@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import pandas as pd  # type: ignore[import-untyped]
 
+from chat_api.errors import TruthSpecError
 from chat_api.evaluation.frames import frame
 
 TruthKind = Literal["value", "rows", "refuse", "limited"]
@@ -36,10 +37,6 @@ _MONTHS = (
     "January", "February", "March", "April", "May", "June", "July", "August", "September",
     "October", "November", "December",
 )  # fmt: skip
-
-
-class TruthSpecError(ValueError):
-    """A truth mapping in the questions file is malformed (names the offending part)."""
 
 
 @dataclass(frozen=True)

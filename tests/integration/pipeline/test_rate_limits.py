@@ -192,7 +192,7 @@ def test_500_jobs_against_a_429ing_agent_all_complete(settings: Settings, tmp_pa
     assert stats["peak"] <= max_streams
     engine = create_engine(settings)
     try:
-        throttling = run_throttling(engine, schema=settings.database_schema, run_id=outcome.run_id)
+        throttling = run_throttling(engine, run_id=outcome.run_id)
     finally:
         engine.dispose()
     assert throttling.answers == stats["throttled"]  # every 429 absorbed and archived
