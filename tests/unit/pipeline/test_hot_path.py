@@ -1,5 +1,6 @@
 """The worker's per-line hot path (issue 13): byte checks instead of a parse per delta, lazy
-parsing of stream lines, and the sink's lingering fetch. Pure: no I/O."""
+parsing of stream lines, and the sink's lingering fetch. Pure: no I/O.
+"""
 
 from __future__ import annotations
 
