@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
-from browser_support import open_page
-from chat_support import session, stream_lines
+
+from tests.browser_support import open_page
+from tests.integration.chat_api.chat_support import session, stream_lines
 
 if TYPE_CHECKING:
-    from conftest import RunningServer
+    from tests.integration.chat_api.conftest import RunningServer
 
 DELAY = "Average arrival delay by carrier"
 MONTHLY = "Monthly flight counts from EWR"

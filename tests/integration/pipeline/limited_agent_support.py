@@ -12,10 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from stack_support import ROOT, ProcessStack, ServiceProcess, chat_url, free_port, wait_healthy
 
 from models import wire
 from pipeline.kafka.clients import DEFAULT_PARTITIONS
+from tests.stack_support import (
+    ROOT,
+    ProcessStack,
+    ServiceProcess,
+    chat_url,
+    free_port,
+    wait_healthy,
+)
 
 
 @contextmanager

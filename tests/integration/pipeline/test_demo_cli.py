@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 import yaml
-from stack_support import chat_url, free_port, isolated_settings, stack_env
 
 from pipeline.archive.engine import create_engine
+from tests.stack_support import chat_url, free_port, isolated_settings, stack_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -21,8 +21,6 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from limited_agent_support import agent_stats, limited_agent, questions_file, wait_balanced
-from stack_support import ROOT, ProcessStack, isolated_settings
 
 from models.records import ChatJob
 from pipeline.archive.engine import create_engine
@@ -30,6 +28,13 @@ from pipeline.archive.leases import LeaseStore
 from pipeline.archive.runs import run_throttling
 from pipeline.settings import Settings
 from pipeline.worker.admission import Admission
+from tests.integration.pipeline.limited_agent_support import (
+    agent_stats,
+    limited_agent,
+    questions_file,
+    wait_balanced,
+)
+from tests.stack_support import ROOT, ProcessStack, isolated_settings
 
 pytestmark = [pytest.mark.integration]
 
@@ -192,7 +197,7 @@ def test_500_jobs_against_a_429ing_agent_all_complete(settings: Settings, tmp_pa
     assert stats["peak"] <= max_streams
     engine = create_engine(settings)
     try:
-        throttling = run_throttling(engine, schema=settings.database_schema, run_id=outcome.run_id)
+        throttling = run_throttling(engine, run_id=outcome.run_id)
     finally:
         engine.dispose()
     assert throttling.answers == stats["throttled"]  # every 429 absorbed and archived
