@@ -40,8 +40,9 @@ _MONTH = (
 
 @dataclass(frozen=True)
 class ClockCondition:
-    """A condition read from the text: ``slot`` (``hour``, ``day``, ``month``), operator, value,
-    and the words.
+    """A condition read from the text.
+
+    Its ``slot`` (``hour``, ``day``, ``month``), operator, value, and the words.
     """
 
     slot: str
@@ -51,8 +52,9 @@ class ClockCondition:
 
 
 def calendar_phrases(years: Iterable[int]) -> dict[tuple[str, ...], Value]:
-    """Returns: lower-case word tuples -> weekday, quarter and holiday values (module docstring);
-    a holiday's values are ``(month, day)``.
+    """Returns the calendar phrases: lower-case word tuples to their values.
+
+    Weekday, quarter and holiday values (module docstring); a holiday's values are ``(month, day)``.
     """
     out: dict[tuple[str, ...], Value] = {}
     for name in WEEKDAY_NAMES:

@@ -1,5 +1,7 @@
-"""The reader's marker passes: follow-up openings, comparisons, shares, cancellations, "on
-time", and the measures a question implies without naming them.
+"""The reader's marker passes: follow-ups, comparisons, shares and implied measures.
+
+Follow-up openings, comparisons, shares, cancellations, "on time", and the measures a question
+implies without naming them.
 
 - a follow-up opening ("and", "what about", "same thing for") or a referring word anywhere
   ("their", "those") makes the question continue the previous one;
@@ -89,8 +91,10 @@ class MarkerPasses(ConditionPasses):
         return {m.word for m in self.ms}
 
     def _late_agg(self, word: Word | None) -> bool:
-        """An aggregation said after its metric ("how far is the *average* flight", "windiest
-        on average") sets the metric's aggregation when none was said.
+        """Applies an aggregation said after its metric.
+
+        "How far is the *average* flight", "windiest on average": sets the metric's aggregation when
+        none was said.
         """
         last = self.r.asks[-1] if self.r.asks else None
         if word is None or last is None or last.agg is not None or last.subject in COUNTABLE:
@@ -99,9 +103,11 @@ class MarkerPasses(ConditionPasses):
         return True
 
     def _implied_asks(self) -> None:
-        """A comparative's measure ("busier": flights, "warmer": temperature) and, for a question
-        about flights that names no measure ("flights per month from LGA", "top 5
-        destinations"), the number of flights.
+        """Adds the measure a question implies without naming it.
+
+        A comparative's measure ("busier": flights, "warmer": temperature) and, for a question about
+        flights that names no measure ("flights per month from LGA", "top 5 destinations"), the
+        number of flights.
         """
         if self.r.asks:
             return

@@ -326,8 +326,10 @@ def _is_ephemeral(identity: UserIdentity) -> bool:
 
 
 def _ttl_s(identity: UserIdentity) -> float | None:
-    """Raises: InvalidRequestError for a lifetime over ``MAX_EPHEMERAL_TTL_S`` (a number
-    such as 10**400 has no float and no meaning as a lifetime).
+    """Checks the requested lifetime of an ephemeral user.
+
+    Raises: InvalidRequestError for a lifetime over ``MAX_EPHEMERAL_TTL_S`` (a number such as
+    10**400 has no float and no meaning as a lifetime).
     """
     if isinstance(identity, SessionSettings) and identity.ephemeral_ttl_seconds is not None:
         if identity.ephemeral_ttl_seconds > MAX_EPHEMERAL_TTL_S:

@@ -221,8 +221,10 @@ def run_jobs(
         conn: A (read-only) connection.
         run_id: The run.
         flt: Status, persona and view to keep.
-        sort: A key of :data:`SORTS`; ``descending`` reverses it.
-        offset, limit: The page: rows ``offset`` .. ``offset + limit - 1`` of the sorted jobs.
+        sort: A key of :data:`SORTS`.
+        descending: Reverses the order of ``sort``.
+        offset: The page's first row among the sorted jobs (negative counts as 0).
+        limit: The page's number of rows: rows ``offset`` .. ``offset + limit - 1``.
 
     Returns:
         The page and the number of matching jobs.
@@ -258,11 +260,11 @@ def run_facets(conn: sa.Connection, *, run_id: str) -> dict[str, list[str]]:
 
 @dataclass(frozen=True)
 class SearchHit:
-    """A job whose question or answer matched, with the matching text marked.
+    r"""A job whose question or answer matched, with the matching text marked.
 
     Attributes:
         question_marked, answer_marked: ``ts_headline`` excerpts in which each match is
-            between ``\\x02`` and ``\\x03`` (control characters no text holds; the console
+            between ``\x02`` and ``\x03`` (control characters no text holds; the console
             escapes the text, then turns them into ``<mark>``).
     """
 

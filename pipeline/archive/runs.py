@@ -187,8 +187,10 @@ def run_progress(engine: Engine, *, run_id: str, expected: int) -> RunProgress:
 
 @dataclass(frozen=True)
 class RunThrottling:
-    """How much throttling a run's jobs absorbed (429, or 503 with ``Retry-After``, waited out
-    by the workers; the ``throttled`` count of each attempt's terminal event).
+    """How much throttling a run's jobs absorbed.
+
+    429, or 503 with ``Retry-After``, waited out by the workers; the ``throttled`` count of each
+    attempt's terminal event.
 
     Attributes:
         answers: Throttled answers in all.

@@ -1,6 +1,8 @@
-"""The embed page renders answers with the one answer renderer (``models/rendering.py``), in
-real headless Chromium: a Markdown table is a table (not ``| a | b |`` text), result numbers are
-formatted (no 15-decimal floats), and months read Jan ... Dec on the chart axis.
+"""The embed page renders answers with the one answer renderer, in real Chromium.
+
+The renderer is ``models/rendering.py``, the browser headless Chromium: a Markdown table is a table
+(not ``| a | b |`` text), result numbers are formatted (no 15-decimal floats), and months read Jan
+... Dec on the chart axis.
 """
 
 from __future__ import annotations

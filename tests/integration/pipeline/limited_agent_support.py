@@ -87,8 +87,10 @@ def questions_file(path: Path, *, personas: int, questions: int, **fields: Any) 
 
 
 def wait_balanced(stack: ProcessStack, *, timeout_s: float = 90.0) -> None:
-    """Waits until every worker of ``stack`` holds partitions of ``chat.requests`` and together
-    they hold each exactly once (the group finished rebalancing; from the workers' logs).
+    """Waits until the worker group finished rebalancing ``chat.requests``.
+
+    Every worker of ``stack`` holds partitions of ``chat.requests`` and together they hold each
+    exactly once (from the workers' logs).
     """
     topic = stack.settings.topic(wire.TOPIC_REQUESTS)
     pattern = re.compile(

@@ -1,5 +1,6 @@
-"""``chatscribe demo`` end to end as a person runs it: it ends by printing the command that
-opens the console on the run it just made.
+"""``chatscribe demo`` end to end as a person runs it.
+
+It ends by printing the command that opens the console on the run it just made.
 """
 
 from __future__ import annotations

@@ -372,8 +372,9 @@ def test_star_exclude_is_honoured(
 def test_the_sql_that_runs_is_validated_again_after_transpiling(
     model: SemanticModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Whatever the compiler emits (here a relation it never should), the text sent to DuckDB
-    is parsed again and checked against the allow-list.
+    """The SQL sent to DuckDB is parsed again and checked against the allow-list.
+
+    Whatever the compiler emits (here a relation it never should).
     """
     real = build_relation  # the function compiler.py imported, restored by monkeypatch
 

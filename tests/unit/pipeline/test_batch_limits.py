@@ -8,8 +8,8 @@ import pytest
 
 from models.records import RateLimits
 from pipeline.archive.runs import RunThrottling
-from pipeline.reports.run_report import throttling_line
 from pipeline.errors import QuestionsFileError
+from pipeline.reports.run_report import throttling_line
 from pipeline.runs.batch import expand_jobs, load_questions
 
 FILE = """
