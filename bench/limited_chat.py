@@ -88,8 +88,9 @@ class LimitStats:
     def to_json(self) -> dict[str, Any]:
         """Summarises the agent's load over the run.
 
-        Returns: the counters, the busy window (first stream start to last stream end) in seconds
-        and the mean number of concurrent streams over it.
+        Returns:
+            The counters, the busy window (first stream start to last stream end) in seconds
+            and the mean number of concurrent streams over it.
         """
         window_s = (
             (self.last_end - self.first_start)

@@ -260,8 +260,9 @@ def _lines(settings: Settings, job_ids: Sequence[str]) -> int:
 def _job_times(settings: Settings, jobs: Sequence[ChatJob]) -> tuple[list[float], int]:
     """Reads each job's queueing delay and the worker's peak concurrency.
 
-    Returns: per job, seconds from submission to its start at the worker (waiting in
-    ``chat.requests``), and the most jobs the worker ran at once.
+    Returns:
+        Per job, seconds from submission to its start at the worker (waiting in
+        ``chat.requests``), and the most jobs the worker ran at once.
     """
     query = _JOB_TIMES.format(schema=f'"{settings.database_schema}"')
     with psycopg.connect(conninfo(settings), autocommit=True) as conn:

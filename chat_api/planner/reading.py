@@ -80,7 +80,7 @@ _OWN_ENTITY = {"plane_year": "planes", "seats": "planes", "alt": "airports"}
 
 
 def _own_entity(noun: Word, superlative: Word) -> bool:
-    """True when the superlative ranks the noun's own rows.
+    """True when the superlative is a property of the noun itself.
 
     As in "the oldest plane" (the plane's own year, not a ranking of planes) and "the longest
     flight".

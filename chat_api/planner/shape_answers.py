@@ -28,8 +28,9 @@ CANCELLED_RULE = (
 def comparison_sentence(plan: Plan, records: Sequence[dict[str, Any]]) -> str:
     """Describes a comparison's sides.
 
-    Returns: the sides with their values and which is larger, or ``""`` with fewer than two valued
-    sides.
+    Returns:
+        The sides with their values and which is larger, or ``""`` with fewer than two valued
+        sides.
     """
     member = plan.spec.measures[0]
     name = column_name(member)

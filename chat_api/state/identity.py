@@ -42,8 +42,9 @@ def check_declared(names: Iterable[str], declared: frozenset[str]) -> None:
 def check_groups(groups: Iterable[str], declared: frozenset[str]) -> None:
     """Checks that every group is declared.
 
-    Raises: UndeclaredGroupError when a group is not declared (field notes, "Generate session":
-    unknown attribute or group names are errors).
+    Raises:
+        UndeclaredGroupError: A group is not declared (field notes, "Generate session": unknown
+            attribute or group names are errors).
     """
     unknown = sorted(set(groups) - declared)
     if unknown:
