@@ -32,7 +32,7 @@ from bench import (
     suite,
 )
 from bench.results import RESULTS_DIR, Result, format_line, results_document, write_json
-from bench.transcripts import load_transcripts
+from bench.transcripts import Transcript, load_transcripts
 from bench.workload import record
 
 BENCHMARKS: Final = (
@@ -97,7 +97,6 @@ def run(
             results.append(result)
 
     sink_figures: list[sink_ingest.IngestFigures] = []
-    e2e_figures: list[end_to_end.EndToEndFigures] = []
     if "sink" in selected:
         found, sink_figures = suite.sink_results(transcripts, scale)
         add(found)
@@ -105,20 +104,7 @@ def run(
         from bench.planner_bench import planner_results  # loads the evaluation set
 
         add(planner_results())
-    needs_endpoint = {"streams", "e2e", "chat-api"} & set(selected)
-    synthetic = _start_synthetic() if needs_endpoint else None
-    try:
-        url = synthetic[1] if synthetic else ""
-        if "streams" in selected:
-            add(suite.stream_results(url, scale))
-        if "e2e" in selected:
-            found, e2e_figures = suite.e2e_results(transcripts, scale, url)
-            add(found)
-        if "chat-api" in selected:
-            add(suite.chat_results(scale.chat_rounds, url))
-    finally:
-        if synthetic:
-            synthetic[0].stop()
+    e2e_figures = _endpoint_results(selected, scale, transcripts, add)
     if "console" in selected:
         add(suite.console_results())
     if "ratelimit" in selected:  # issue 13: 5x benchmark 3's small size, against a 429ing agent
@@ -127,6 +113,36 @@ def run(
     if "paced" in selected:
         add(_paced(scale_name, RESULTS_DIR if profile else None, paced_levels))
     return results
+
+
+def _endpoint_results(
+    selected: Sequence[str],
+    scale: suite.Scale,
+    transcripts: Sequence[Transcript],
+    add: Callable[[Iterable[Result]], None],
+) -> list[end_to_end.EndToEndFigures]:
+    """Runs ``streams``, ``e2e`` and ``chat-api`` against one synthetic Chat API.
+
+    The synthetic Chat API is started only when one of them is selected and stopped after them.
+
+    Returns:
+        The ``e2e`` figures (empty when ``e2e`` is not selected), for the growth results.
+    """
+    e2e_figures: list[end_to_end.EndToEndFigures] = []
+    if not {"streams", "e2e", "chat-api"} & set(selected):
+        return e2e_figures
+    child, url = _start_synthetic()
+    try:
+        if "streams" in selected:
+            add(suite.stream_results(url, scale))
+        if "e2e" in selected:
+            found, e2e_figures = suite.e2e_results(transcripts, scale, url)
+            add(found)
+        if "chat-api" in selected:
+            add(suite.chat_results(scale.chat_rounds, url))
+    finally:
+        child.stop()
+    return e2e_figures
 
 
 def _paced(

@@ -128,8 +128,10 @@ def _pages(run_id: str, job_id: str) -> dict[str, str]:
 
 
 def measure(jobs: int = 10_000, baseline_jobs: int = 100, repeats: int = 5) -> PageFigures:
-    """Fills a private schema (module docstring) and times each page: first over an archive
-    holding only the baseline run, then again once the big run is added.
+    """Times each console page over a small and then a big archive.
+
+    Fills a private schema (module docstring) and times each page: first over an archive holding
+    only the baseline run, then again once the big run is added.
     """
     space = BenchSpace.new("console")
     with psycopg.connect(conninfo(space.settings), autocommit=True) as conn:

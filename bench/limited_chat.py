@@ -86,8 +86,11 @@ class LimitStats:
         self.last_end = now
 
     def to_json(self) -> dict[str, Any]:
-        """Returns: the counters, the busy window (first stream start to last stream end) in
-        seconds and the mean number of concurrent streams over it.
+        """Summarises the agent's load over the run.
+
+        Returns:
+            The counters, the busy window (first stream start to last stream end) in seconds
+            and the mean number of concurrent streams over it.
         """
         window_s = (
             (self.last_end - self.first_start)
@@ -106,8 +109,10 @@ class LimitStats:
         }
 
     def _steady_mean(self) -> float:
-        """Mean streams from the first time the limit was reached to the last stream opened
-        (the run's middle: without the ramp-up and the final drain); 0 when never reached.
+        """Returns the mean number of concurrent streams while at the limit.
+
+        Mean streams from the first time the limit was reached to the last stream opened (the run's
+        middle: without the ramp-up and the final drain); 0 when never reached.
         """
         if self.steady_from is None or self.steady_to is None:
             return 0.0

@@ -188,6 +188,8 @@ def measure_level(
     """One level: the pipeline run, then the reader's (module docstring).
 
     Args:
+        chat_url: The paced agent's chat URL the jobs are sent to.
+        level: The level to run (jobs and worker concurrency).
         profile_dir: Run the worker and the sink under pyinstrument, their profiles written
             here when they stop (CPU figures then include the profiler's cost).
         agent_pid: The paced agent's process, whose CPU per line is noted (the pacer's cost).
@@ -256,8 +258,11 @@ def _lines(settings: Settings, job_ids: Sequence[str]) -> int:
 
 
 def _job_times(settings: Settings, jobs: Sequence[ChatJob]) -> tuple[list[float], int]:
-    """Returns: per job, seconds from submission to its start at the worker (waiting in
-    ``chat.requests``), and the most jobs the worker ran at once.
+    """Reads each job's queueing delay and the worker's peak concurrency.
+
+    Returns:
+        Per job, seconds from submission to its start at the worker (waiting in
+        ``chat.requests``), and the most jobs the worker ran at once.
     """
     query = _JOB_TIMES.format(schema=f'"{settings.database_schema}"')
     with psycopg.connect(conninfo(settings), autocommit=True) as conn:

@@ -30,8 +30,9 @@ def paced_results(
     profile_dir: Path | None = None,
     agent_pid: int | None = None,
 ) -> Iterator[Result]:
-    """Runs every level and yields its results as soon as the level is done (``profile_dir``,
-    ``agent_pid``: :func:`bench.paced.measure_level`).
+    """Runs every level and yields its results as soon as the level is done.
+
+    ``profile_dir``, ``agent_pid``: :func:`bench.paced.measure_level`.
     """
     for level in scale.levels:
         found = paced.measure_level(chat_url, level, profile_dir=profile_dir, agent_pid=agent_pid)

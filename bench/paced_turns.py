@@ -74,7 +74,7 @@ def usable(transcript: Transcript, pacing: Pacing) -> bool:
 
 
 def build_turn(transcript: Transcript, pacing: Pacing, rng: random.Random) -> list[bytes]:
-    """Returns: the paced turn's lines (no ``\\n``) made from ``transcript`` (module docstring).
+    r"""Returns: the paced turn's lines (no ``\n``) made from ``transcript`` (module docstring).
 
     Raises:
         ValueError: ``transcript`` is not :func:`usable`.

@@ -86,8 +86,10 @@ def reader_jobs_per_s(transcripts: list[Transcript], jobs: int) -> float:
 
 
 def measure(transcripts: list[Transcript], jobs: int) -> RateLimitFigures:
-    """Runs ``jobs`` jobs through a worker and a sink against the limited agent, then the same
-    streams through the reader.
+    """Runs jobs through a worker and a sink against the limited agent, then the reader.
+
+    Runs ``jobs`` jobs through a worker and a sink against the limited agent, then the same streams
+    through the reader.
 
     Raises:
         ChildError: A process died. TimeoutError: the run did not finish in time.

@@ -242,8 +242,10 @@ class Turn:
         yield self._tool_line(call_id, call, in_process=False)
 
     def _answer_plan(self, plan: Plan) -> Generator[Line, Any, str]:
-        """Says row-level security out loud (``chat_api.planner.access``), then runs the plan:
-        one query, or two for a share (the part and the whole).
+        """Says row-level security out loud, then runs the plan.
+
+        The access check is ``chat_api.planner.access``; the plan is one query, or two for a share
+        (the part and the whole).
         """
         check = self._access(plan.spec)
         if check.spec is None:
@@ -298,8 +300,9 @@ class Turn:
         )
 
     def _run(self, plan: Plan) -> Generator[Line, Any, QueryResult | str]:
-        """Compiles and runs the plan's query; a refusal or failure becomes a tool error and
-        the text of the answer.
+        """Compiles and runs the plan's query.
+
+        A refusal or failure becomes a tool error and the text of the answer.
         """
         model, user = self._toolbox.model, self.request.user
         compiled = compile_tool_query(plan.semantic_sql, model=model, user=user)

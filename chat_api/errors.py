@@ -196,8 +196,9 @@ class BodyTooLargeError(RequestError):
 
 
 class InputTooLargeError(BodyTooLargeError):
-    """413: the chat ``input`` is longer than ``CHATSCRIBE_MAX_INPUT_CHARS`` (issue 12: a huge
-    question made a reply 29 times its size and held the workers).
+    """413: the chat ``input`` is longer than ``CHATSCRIBE_MAX_INPUT_CHARS``.
+
+    Issue 12: a huge question made a reply 29 times its size and held the workers.
 
     Attributes:
         max_chars: The longest ``input`` accepted, in characters.
@@ -261,8 +262,9 @@ class UndeclaredAttributeError(InvalidRequestError):
 
 
 class UndeclaredGroupError(InvalidRequestError):
-    """400: a ``groups`` name is not declared for the account (field notes, "Generate session":
-    unknown attribute or group names are errors).
+    """400: a ``groups`` name is not declared for the account.
+
+    Field notes, "Generate session": unknown attribute or group names are errors.
 
     Attributes:
         names: The undeclared names, sorted.
@@ -338,8 +340,10 @@ class SessionNotFoundError(NotFoundError):
 
 
 class SessionUserGoneError(NotFoundError):
-    """404: the embed session's user no longer exists: an ephemeral user past its lifetime is
-    gone everywhere, with its threads and sessions (interface, "What the service does").
+    """404: the embed session's user no longer exists.
+
+    An ephemeral user past its lifetime is gone everywhere, with its threads and sessions
+    (interface, "What the service does").
     """
 
     def __init__(self) -> None:

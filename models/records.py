@@ -52,8 +52,9 @@ class _Record(BaseModel):
 
 
 class RateLimits(_Record):
-    """Limits on the jobs sharing a key, enforced across every worker of the group
-    (:mod:`pipeline.worker.admission`).
+    """Limits on the jobs sharing a key, enforced across every worker of the group.
+
+    See :mod:`pipeline.worker.admission`.
 
     Attributes:
         max_concurrency: Most streams at once.

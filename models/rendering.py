@@ -183,8 +183,9 @@ def result_table(
 
 
 def strip_urls(value: Any) -> Any:
-    """Returns: a deep copy of a JSON value without any ``url``/``href``/``image`` member, so a
-    chart cannot make the browser load anything.
+    """Returns a deep copy of a JSON value without any ``url``/``href``/``image`` member.
+
+    So a chart cannot make the browser load anything.
     """
     if isinstance(value, dict):
         return {k: strip_urls(v) for k, v in value.items() if k not in _URL_KEYS}

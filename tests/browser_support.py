@@ -64,9 +64,10 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def open_page(url: str, profile: Path, *, budget_ms: int = VIRTUAL_TIME_BUDGET_MS) -> Page:
-    """Opens ``url`` in a fresh profile; returns its document once ``budget_ms`` of virtual
-    time passed (scripts settled; a page that refreshes itself sooner is shown refreshed) and
-    its console messages.
+    """Opens ``url`` in a fresh profile and returns its document and console messages.
+
+    The document is taken once ``budget_ms`` of virtual time passed (scripts settled; a page that
+    refreshes itself sooner is shown refreshed).
     """
     args = [
         chromium_path(),

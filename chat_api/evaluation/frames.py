@@ -36,11 +36,12 @@ def _package() -> Any:
 
 @functools.cache
 def flights_frame() -> pd.DataFrame:
-    """Returns: one row per flight (336,776) with the derived columns of the module docstring:
-    ``carrier_name``, ``origin_name``, ``dest_name``, ``plane_manufacturer``, ``plane_model``,
-    ``plane_year``, ``seats``, ``cancelled``, ``weekday``, ``quarter``, ``date``, ``route``,
-    ``w_temp``, ``w_humid``, ``w_wind_speed``, ``w_wind_gust``, ``w_precip``, ``w_visib``,
-    ``w_pressure``.
+    """Returns one row per flight (336,776) with the derived columns.
+
+    The derived columns of the module docstring: ``carrier_name``, ``origin_name``, ``dest_name``,
+    ``plane_manufacturer``, ``plane_model``, ``plane_year``, ``seats``, ``cancelled``, ``weekday``,
+    ``quarter``, ``date``, ``route``, ``w_temp``, ``w_humid``, ``w_wind_speed``, ``w_wind_gust``,
+    ``w_precip``, ``w_visib``, ``w_pressure``.
     """
     nf = _package()
     flights = nf.flights.copy()
@@ -67,8 +68,10 @@ def flights_frame() -> pd.DataFrame:
 
 @functools.cache
 def frame(name: str) -> pd.DataFrame:
-    """Returns: the frame ``name``: ``"flights"`` (with derived columns), ``"weather"``,
-    ``"planes"``, ``"airlines"`` or ``"airports"``.
+    """Returns the frame ``name``.
+
+    One of ``"flights"`` (with derived columns), ``"weather"``, ``"planes"``, ``"airlines"`` or
+    ``"airports"``.
 
     Raises:
         KeyError: Another name.

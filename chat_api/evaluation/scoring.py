@@ -59,8 +59,9 @@ class Verdict:
 
 
 def close(found: float, truth: float) -> bool:
-    """Returns: ``found`` equals ``truth`` within 0.2% or 0.06 absolute (answers round to one
-    decimal).
+    """Returns whether ``found`` equals ``truth`` within the answers' rounding.
+
+    Within 0.2% or 0.06 absolute (answers round to one decimal).
     """
     return abs(found - truth) <= max(0.06, 0.002 * abs(truth))
 

@@ -41,8 +41,9 @@ _MONTHS = (
 
 @dataclass(frozen=True)
 class ExpectedRow:
-    """One expected row: label groups (each group: aliases, one of which a cell must hold) and
-    its number.
+    """One expected row: label groups and its number.
+
+    Each label group holds aliases, one of which a cell must hold.
     """
 
     labels: tuple[tuple[str, ...], ...]

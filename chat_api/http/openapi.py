@@ -111,9 +111,10 @@ def openapi_document(settings: ChatApiSettings) -> dict[str, Any]:
 
 
 def _identity_rules(schemas: dict[str, Any], settings: ChatApiSettings) -> None:
-    """Writes the identity rules the server checks in code into the schemas (interface,
-    "Session settings"; issue 12): the forms of externalId and email, exactly one of externalId
-    and internalId, nothing but the id with internalId, only declared attribute and group
+    """Writes the identity rules the server checks in code into the schemas.
+
+    Interface, "Session settings"; issue 12: the forms of externalId and email, exactly one of
+    externalId and internalId, nothing but the id with internalId, only declared attribute and group
     names, attribute values non-empty strings, a bounded lifetime and a bounded ``input``.
     """
     declared_attributes = settings.user_attributes

@@ -51,9 +51,9 @@ _LINE_SEPARATORS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 def encode_line(line: Line) -> str:
-    """Returns: ``line`` as one compact JSON text plus ``"\\n"``.
+    r"""Returns: ``line`` as one compact JSON text plus ``"\n"``.
 
-    U+2028 and U+2029 are written as ``\\u2028``/``\\u2029`` escapes: raw, they are line
+    U+2028 and U+2029 are written as ``\u2028``/``\u2029`` escapes: raw, they are line
     boundaries for clients that split on Unicode line breaks (``str.splitlines``, JavaScript
     before ES2019), which would cut one NDJSON line in two. Raw, they can only occur inside JSON
     strings, where the escape means the same character.

@@ -23,7 +23,7 @@ import calendar as std_calendar
 import datetime as dt
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import holidays
@@ -40,8 +40,9 @@ _MONTH = (
 
 @dataclass(frozen=True)
 class ClockCondition:
-    """A condition read from the text: ``slot`` (``hour``, ``day``, ``month``), operator, value,
-    and the words.
+    """A condition read from the text.
+
+    Its ``slot`` (``hour``, ``day``, ``month``), operator, value, and the words.
     """
 
     slot: str
@@ -51,8 +52,9 @@ class ClockCondition:
 
 
 def calendar_phrases(years: Iterable[int]) -> dict[tuple[str, ...], Value]:
-    """Returns: lower-case word tuples -> weekday, quarter and holiday values (module docstring);
-    a holiday's values are ``(month, day)``.
+    """Returns the calendar phrases: lower-case word tuples to their values.
+
+    Weekday, quarter and holiday values (module docstring); a holiday's values are ``(month, day)``.
     """
     out: dict[tuple[str, ...], Value] = {}
     for name in WEEKDAY_NAMES:
@@ -150,6 +152,39 @@ def read_clock(question: str) -> tuple[str, list[ClockCondition]]:
         spans.append(match.span())
         found.extend(ClockCondition(s, o, v, match.group(0).strip()) for s, o, v in conds)
 
+    for match, conds in _dated_readings(lower):
+        take(match, conds)
+    if not any(c.slot == "hour" for c in found):
+        for pattern, parts in _PARTS:
+            for match in pattern.finditer(lower):
+                take(match, [("hour", o, v) for o, v in parts])
+    text = question
+    for start, end in sorted(spans, reverse=True):
+        text = text[:start] + " " * (end - start) + text[end:]
+    return text, found
+
+
+_Reading = tuple[re.Match[str], list[tuple[str, str, int]]]
+
+
+def _dated_readings(lower: str) -> Iterator[_Reading]:
+    """Yields every phrase but the parts of the day, with its conditions, first taken first.
+
+    Order: weeks of a month, day ranges, hours, halves of the year, seasons; a later phrase
+    overlapping one taken before is dropped by :func:`read_clock`.
+    """
+    yield from _week_readings(lower)
+    yield from _day_range_readings(lower)
+    yield from _hour_readings(lower)
+    for match in _HALF.finditer(lower):
+        yield match, [("month", "lte", 6)] if match.group(1) == "first" else [("month", "gte", 7)]
+    for match in _SEASON.finditer(lower):
+        low, high = _SEASONS[match.group(1)]
+        yield match, [("month", "gte", low), ("month", "lte", high)]
+
+
+def _week_readings(lower: str) -> Iterator[_Reading]:
+    """Yields "the first week of March", "the last week of May": a month and its days."""
     for match in _WEEK.finditer(lower):
         month = _month_number(match.group(2))
         week = _ORDINALS[match.group(1)]
@@ -157,37 +192,34 @@ def read_clock(question: str) -> tuple[str, list[ClockCondition]]:
         first_day, last_day = (
             (last - 6, last) if match.group(1) == "last" else (7 * week - 6, 7 * week)
         )
-        take(
-            match, [("month", "equals", month), ("day", "gte", first_day), ("day", "lte", last_day)]
+        yield (
+            match,
+            [("month", "equals", month), ("day", "gte", first_day), ("day", "lte", last_day)],
         )
+
+
+def _day_range_readings(lower: str) -> Iterator[_Reading]:
+    """Yields day ranges within one month (days 1 to 31, the first before the last)."""
     for match in _DAY_RANGE.finditer(lower):
         start_month = _month_number(match.group(1))
         end_month = _month_number(match.group(3)) if match.group(3) else start_month
         low, high = int(match.group(2)), int(match.group(4))
         if end_month == start_month and 1 <= low < high <= 31:
-            take(
-                match, [("month", "equals", start_month), ("day", "gte", low), ("day", "lte", high)]
+            yield (
+                match,
+                [("month", "equals", start_month), ("day", "gte", low), ("day", "lte", high)],
             )
+
+
+def _hour_readings(lower: str) -> Iterator[_Reading]:
+    """Yields "between 6 and 9 am" first, then the single-hour phrases of ``_PATTERNS``."""
     for match in _BETWEEN_HOURS.finditer(lower):
         low = _hour(match.group(1), match.group(2), None)
         high = _hour(match.group(3), match.group(4), None)
-        take(match, [("hour", "gte", low), ("hour", "lt", high)])
+        yield match, [("hour", "gte", low), ("hour", "lt", high)]
     for pattern, operator in _PATTERNS:
         for match in pattern.finditer(lower):
-            take(match, [("hour", operator, _hour(match.group(1), match.group(2), match.group(3)))])
-    for match in _HALF.finditer(lower):
-        take(match, [("month", "lte", 6)] if match.group(1) == "first" else [("month", "gte", 7)])
-    for match in _SEASON.finditer(lower):
-        low, high = _SEASONS[match.group(1)]
-        take(match, [("month", "gte", low), ("month", "lte", high)])
-    if not any(c.slot == "hour" for c in found):
-        for pattern, conds in _PARTS:
-            for match in pattern.finditer(lower):
-                take(match, [("hour", o, v) for o, v in conds])
-    text = question
-    for start, end in sorted(spans, reverse=True):
-        text = text[:start] + " " * (end - start) + text[end:]
-    return text, found
+            yield match, [("hour", operator, _hour(match.group(1), match.group(2), match.group(3)))]
 
 
 def _month_number(name: str) -> int:

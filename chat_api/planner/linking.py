@@ -21,9 +21,11 @@ _FUZZY_MIN_LENGTH = 5
 
 
 def link_unknown(token: str, word: str, vocabulary: Vocabulary) -> Mention:
-    """An unknown token: its singular ("Mondays" -> "monday", via ``inflect``), a number word
-    ("thirty" via ``word2number``), or a close spelling of a one-word phrase ("Laguadia", via
-    ``rapidfuzz``, score at least 88 of 100 and five letters or more); else unrecognised.
+    """Links an unknown token to the vocabulary, or reports it unrecognised.
+
+    Tried in order: its singular ("Mondays" -> "monday", via ``inflect``), a number word ("thirty"
+    via ``word2number``), or a close spelling of a one-word phrase ("Laguadia", via ``rapidfuzz``,
+    score at least 88 of 100 and five letters or more); else unrecognised.
     """
     singular = _singular(word)
     if singular:
@@ -78,7 +80,8 @@ def _fuzzy(word: str, vocabulary: Vocabulary) -> Word | Value | None:
 
 
 def _single_words(vocabulary: Vocabulary) -> list[str]:
-    """Returns: the one-word value phrases long enough to match loosely (a few hundred; only
-    computed for a token nothing else recognised).
+    """Returns the one-word value phrases long enough to match loosely.
+
+    A few hundred; only computed for a token nothing else recognised.
     """
     return [k[0] for k in vocabulary.phrases if len(k) == 1 and len(k[0]) >= _FUZZY_MIN_LENGTH]

@@ -80,8 +80,10 @@ _OWN_ENTITY = {"plane_year": "planes", "seats": "planes", "alt": "airports"}
 
 
 def _own_entity(noun: Word, superlative: Word) -> bool:
-    """True for "the oldest plane" (the plane's own year, not a ranking of planes) and for
-    "the longest flight".
+    """True when the superlative is a property of the noun itself.
+
+    As in "the oldest plane" (the plane's own year, not a ranking of planes) and "the longest
+    flight".
     """
     return noun.key == "flights" or _OWN_ENTITY.get(superlative.hint) == noun.key
 
@@ -289,8 +291,9 @@ class _Reader(MarkerPasses):
             self._count(i, word, cue_index)
 
     def _ranked_by_metric(self, i: int, word: Word, cue: Word, cue_index: int) -> None:
-        """Reads "the coldest month", "the windiest airport": group by the noun, rank by the
-        superlative's metric.
+        """Reads "the coldest month", "the windiest airport".
+
+        Groups by the noun and ranks by the superlative's metric.
         """
         direction: Direction = "desc" if cue.key == "max" else "asc"
         self._dimension(i, word, -1, None)
@@ -393,8 +396,10 @@ question's length (issue 12, "Amplification")."""
 
 
 def named_once(words: list[str]) -> str:
-    """Returns: ``'a', 'b', 'c', 'd' and 6 more``: distinct words, at most ``MAX_NAMED_WORDS``
-    of them quoted (each at most 40 characters), the others counted.
+    """Names the words: ``'a', 'b', 'c', 'd' and 6 more``.
+
+    Distinct words, at most ``MAX_NAMED_WORDS`` of them quoted (each at most 40 characters), the
+    others counted.
     """
     shown = ", ".join(repr(w if len(w) <= 40 else w[:39] + "…") for w in words[:MAX_NAMED_WORDS])
     rest = len(words) - MAX_NAMED_WORDS

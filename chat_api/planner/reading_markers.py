@@ -1,5 +1,7 @@
-"""The reader's marker passes: follow-up openings, comparisons, shares, cancellations, "on
-time", and the measures a question implies without naming them.
+"""The reader's marker passes: follow-ups, comparisons, shares and implied measures.
+
+Follow-up openings, comparisons, shares, cancellations, "on time", and the measures a question
+implies without naming them.
 
 - a follow-up opening ("and", "what about", "same thing for") or a referring word anywhere
   ("their", "those") makes the question continue the previous one;
@@ -18,6 +20,7 @@ from __future__ import annotations
 from chat_api.planner.lexicon import Word
 from chat_api.planner.reading_base import COUNTABLE, Ask, Condition, role_of, word_of
 from chat_api.planner.reading_conditions import ConditionPasses
+from chat_api.planner.vocabulary import Mention
 
 _ANYWHERE_FOLLOWUP = frozenset({
     "instead", "same", "same thing", "same thing for", "same for", "was that", "is that",
@@ -50,24 +53,33 @@ class MarkerPasses(ConditionPasses):
             elif role == "share":
                 self._share(i)
             elif role == "cancelled":
-                self.r.conds.append(Condition("cancelled", "equals", (True,), m.text))
-                self.used.add(i)
-                if m.word.endswith("rate"):
-                    self._share(i)
+                self._cancelled(i, m)
             elif role == "ontime":
-                self._note(
-                    "On time is read as arriving less than 15 minutes late (the US DOT rule)."
-                )
-                self.r.conds.append(Condition("arr_delay", "lt", (15,), m.text))
-                self.used.add(i)
-                if m.word.endswith(_RATE_WORDS) or m.word == "punctuality":
-                    self._share(i)
+                self._on_time(i, m)
             elif role == "overall":
                 self.r.overall = True
             elif m.word in _FLIGHT_VERBS:
                 self.r.flight_context = True
             if role in ("followup", "overall"):
                 self.used.add(i)
+
+    def _cancelled(self, i: int, m: Mention) -> None:
+        """Reads "cancelled" as a condition; "cancellation rate" also makes a share."""
+        self.r.conds.append(Condition("cancelled", "equals", (True,), m.text))
+        self.used.add(i)
+        if m.word.endswith("rate"):
+            self._share(i)
+
+    def _on_time(self, i: int, m: Mention) -> None:
+        """Reads "on time" as arriving less than 15 minutes late (the US DOT rule).
+
+        "On-time rate", "on-time performance" and "punctuality" also make a share.
+        """
+        self._note("On time is read as arriving less than 15 minutes late (the US DOT rule).")
+        self.r.conds.append(Condition("arr_delay", "lt", (15,), m.text))
+        self.used.add(i)
+        if m.word.endswith(_RATE_WORDS) or m.word == "punctuality":
+            self._share(i)
 
     def _share(self, i: int) -> None:
         self.used.add(i)
@@ -89,8 +101,10 @@ class MarkerPasses(ConditionPasses):
         return {m.word for m in self.ms}
 
     def _late_agg(self, word: Word | None) -> bool:
-        """An aggregation said after its metric ("how far is the *average* flight", "windiest
-        on average") sets the metric's aggregation when none was said.
+        """Applies an aggregation said after its metric.
+
+        "How far is the *average* flight", "windiest on average": sets the metric's aggregation when
+        none was said.
         """
         last = self.r.asks[-1] if self.r.asks else None
         if word is None or last is None or last.agg is not None or last.subject in COUNTABLE:
@@ -99,9 +113,11 @@ class MarkerPasses(ConditionPasses):
         return True
 
     def _implied_asks(self) -> None:
-        """A comparative's measure ("busier": flights, "warmer": temperature) and, for a question
-        about flights that names no measure ("flights per month from LGA", "top 5
-        destinations"), the number of flights.
+        """Adds the measure a question implies without naming it.
+
+        A comparative's measure ("busier": flights, "warmer": temperature) and, for a question about
+        flights that names no measure ("flights per month from LGA", "top 5 destinations"), the
+        number of flights.
         """
         if self.r.asks:
             return

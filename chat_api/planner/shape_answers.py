@@ -26,8 +26,11 @@ CANCELLED_RULE = (
 
 
 def comparison_sentence(plan: Plan, records: Sequence[dict[str, Any]]) -> str:
-    """Returns: the sides with their values and which is larger, or ``""`` with fewer than two
-    valued sides.
+    """Describes a comparison's sides.
+
+    Returns:
+        The sides with their values and which is larger, or ``""`` with fewer than two valued
+        sides.
     """
     member = plan.spec.measures[0]
     name = column_name(member)

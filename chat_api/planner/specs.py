@@ -102,8 +102,10 @@ def render_semantic_sql(spec: QuerySpec) -> str:
 
 
 def share_specs(spec: QuerySpec) -> tuple[QuerySpec, QuerySpec]:
-    """Returns: the queries of a share: the part (``filters`` and ``share_of``) and the whole
-    (``filters``), both plain counts with the spec's dimensions and no order or limit.
+    """Returns the queries of a share: the part and the whole.
+
+    The part has ``filters`` and ``share_of``, the whole ``filters``; both plain counts with the
+    spec's dimensions and no order or limit.
     """
     whole = QuerySpec(spec.view, spec.measures, spec.dimensions, spec.filters)
     part = QuerySpec(spec.view, spec.measures, spec.dimensions, spec.filters + spec.share_of)

@@ -87,8 +87,10 @@ class StateDatabase:
 
 
 def create_state_engine(url: str) -> Engine:
-    """Returns: an engine on ``url``; SQLite files get their folder, WAL, a busy timeout and
-    foreign keys enforced on every connection.
+    """Returns an engine on ``url``.
+
+    SQLite files get their folder, WAL, a busy timeout and foreign keys enforced on every
+    connection.
 
     Raises:
         sqlalchemy.exc.ArgumentError: ``url`` is not a database URL.
@@ -190,8 +192,10 @@ def _replace_config_keys(conn: Connection, account: str, digests: set[str], *, n
 
 
 def add_key(state: StateDatabase, api_key: str, *, source: str = KEY_SOURCE_CLI) -> bool:
-    """Adds ``api_key`` to the account; a key the configuration granted becomes a ``source``
-    key, so it outlives its removal from ``CHATSCRIBE_API_KEYS``.
+    """Adds ``api_key`` to the account.
+
+    A key the configuration granted becomes a ``source`` key, so it outlives its removal from
+    ``CHATSCRIBE_API_KEYS``.
 
     Returns:
         False when the key was already there.

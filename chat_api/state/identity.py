@@ -23,8 +23,10 @@ from models.chat import UserIdentity
 
 
 def live_user(now: float) -> ColumnElement[bool]:
-    """Returns: the condition that a ``users`` row is alive at ``now`` (persisted, or an
-    ephemeral user before its ``expires_at_s``); expired means gone everywhere (issue 12).
+    """Returns the condition that a ``users`` row is alive at ``now``.
+
+    Alive: persisted, or an ephemeral user before its ``expires_at_s``; expired means gone
+    everywhere (issue 12).
     """
     users = tables.users
     return or_(users.c.expires_at_s.is_(None), users.c.expires_at_s > now)
@@ -38,8 +40,11 @@ def check_declared(names: Iterable[str], declared: frozenset[str]) -> None:
 
 
 def check_groups(groups: Iterable[str], declared: frozenset[str]) -> None:
-    """Raises: UndeclaredGroupError when a group is not declared (field notes, "Generate
-    session": unknown attribute or group names are errors).
+    """Checks that every group is declared.
+
+    Raises:
+        UndeclaredGroupError: A group is not declared (field notes, "Generate session": unknown
+            attribute or group names are errors).
     """
     unknown = sorted(set(groups) - declared)
     if unknown:
@@ -47,8 +52,10 @@ def check_groups(groups: Iterable[str], declared: frozenset[str]) -> None:
 
 
 def check_attribute_values(attributes: Mapping[str, object]) -> None:
-    """Attribute values are non-empty strings: a number or boolean is not silently turned into
-    text, and an empty value never widens access (issue 12).
+    """Checks that attribute values are non-empty strings.
+
+    A number or boolean is not silently turned into text, and an empty value never widens access
+    (issue 12).
 
     Raises:
         InvalidRequestError: Naming ``userAttributes.<name>``.

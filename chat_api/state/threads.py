@@ -120,8 +120,9 @@ class ThreadStore:
         return thread
 
     def get(self, chat_id: str) -> Thread | None:
-        """Returns: the thread ``chat_id`` of this account, whoever owns it, or None (also when
-        its owner is an ephemeral user past its lifetime, not purged yet).
+        """Returns the thread ``chat_id`` of this account, whoever owns it, or None.
+
+        Also None when its owner is an ephemeral user past its lifetime, not purged yet.
         """
         t, users = tables.threads, tables.users
         turns = select(func.count()).where(tables.turns.c.chat_id == t.c.chat_id)

@@ -326,8 +326,11 @@ def _is_ephemeral(identity: UserIdentity) -> bool:
 
 
 def _ttl_s(identity: UserIdentity) -> float | None:
-    """Raises: InvalidRequestError for a lifetime over ``MAX_EPHEMERAL_TTL_S`` (a number
-    such as 10**400 has no float and no meaning as a lifetime).
+    """Returns the requested lifetime of an ephemeral user in seconds, or None when none is asked.
+
+    Raises:
+        InvalidRequestError: The lifetime is over ``MAX_EPHEMERAL_TTL_S`` (a number such as
+            10**400 has no float and no meaning as a lifetime).
     """
     if isinstance(identity, SessionSettings) and identity.ephemeral_ttl_seconds is not None:
         if identity.ephemeral_ttl_seconds > MAX_EPHEMERAL_TTL_S:

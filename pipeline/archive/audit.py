@@ -104,7 +104,7 @@ LEFT JOIN LATERAL (
 ) t ON true
 ORDER BY j.asked_at NULLS LAST, j.job_id
 """
-_COUNT = 'SELECT count(*) FROM jobs j WHERE {where}'
+_COUNT = "SELECT count(*) FROM jobs j WHERE {where}"
 
 
 def _where(flt: AuditFilter) -> tuple[str, dict[str, Any]]:
@@ -144,8 +144,9 @@ def read_entries(
     Args:
         conn: A connection.
         flt: Which jobs.
-        limit, offset: A page of the entries (default: all); the page is chosen on ``jobs``
+        limit: The most entries of the page (default: all); the page is chosen on ``jobs``
             before the answers, queries and tool errors are joined to it.
+        offset: How many matching entries to skip before the page (negative counts as 0).
 
     Returns:
         The entries, oldest first.

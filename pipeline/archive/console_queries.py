@@ -100,9 +100,7 @@ LIMIT :limit
 """
 
 
-def list_runs(
-    conn: sa.Connection, *, run_id: str | None = None, limit: int = 200
-) -> list[RunRow]:
+def list_runs(conn: sa.Connection, *, run_id: str | None = None, limit: int = 200) -> list[RunRow]:
     """Reads the newest ``limit`` runs (or only ``run_id``) with their jobs counted by status."""
     where = "WHERE r.run_id = :run_id" if run_id is not None else ""
     query = sa.text(_RUNS.format(where=where))
@@ -187,7 +185,7 @@ LEFT JOIN LATERAL (
 ) q ON true
 ORDER BY {order}
 """
-_COUNT = 'SELECT count(*) FROM jobs j WHERE {where}'
+_COUNT = "SELECT count(*) FROM jobs j WHERE {where}"
 
 
 def _job_where(flt: JobFilter) -> tuple[str, dict[str, Any]]:
@@ -200,7 +198,7 @@ def _job_where(flt: JobFilter) -> tuple[str, dict[str, Any]]:
         params["persona"] = flt.persona
     if flt.view:
         clauses.append(
-            'EXISTS (SELECT 1 FROM sql_queries v WHERE v.job_id = j.job_id'
+            "EXISTS (SELECT 1 FROM sql_queries v WHERE v.job_id = j.job_id"
             " AND v.attempt = j.last_attempt AND :view = ANY(v.views))"
         )
         params["view"] = flt.view
@@ -223,8 +221,10 @@ def run_jobs(
         conn: A (read-only) connection.
         run_id: The run.
         flt: Status, persona and view to keep.
-        sort: A key of :data:`SORTS`; ``descending`` reverses it.
-        offset, limit: The page: rows ``offset`` .. ``offset + limit - 1`` of the sorted jobs.
+        sort: A key of :data:`SORTS`.
+        descending: Reverses the order of ``sort``.
+        offset: The page's first row among the sorted jobs (negative counts as 0).
+        limit: The page's number of rows: rows ``offset`` .. ``offset + limit - 1``.
 
     Returns:
         The page and the number of matching jobs.
@@ -260,11 +260,11 @@ def run_facets(conn: sa.Connection, *, run_id: str) -> dict[str, list[str]]:
 
 @dataclass(frozen=True)
 class SearchHit:
-    """A job whose question or answer matched, with the matching text marked.
+    r"""A job whose question or answer matched, with the matching text marked.
 
     Attributes:
         question_marked, answer_marked: ``ts_headline`` excerpts in which each match is
-            between ``\\x02`` and ``\\x03`` (control characters no text holds; the console
+            between ``\x02`` and ``\x03`` (control characters no text holds; the console
             escapes the text, then turns them into ``<mark>``).
     """
 

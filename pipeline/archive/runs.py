@@ -187,8 +187,10 @@ def run_progress(engine: Engine, *, run_id: str, expected: int) -> RunProgress:
 
 @dataclass(frozen=True)
 class RunThrottling:
-    """How much throttling a run's jobs absorbed (429, or 503 with ``Retry-After``, waited out
-    by the workers; the ``throttled`` count of each attempt's terminal event).
+    """How much throttling a run's jobs absorbed.
+
+    429, or 503 with ``Retry-After``, waited out by the workers; the ``throttled`` count of each
+    attempt's terminal event.
 
     Attributes:
         answers: Throttled answers in all.
@@ -208,7 +210,7 @@ def run_throttling(engine: Engine, *, run_id: str) -> RunThrottling:
     query = text(
         "SELECT coalesce(sum((e.payload->>'throttled')::int), 0) AS answers,"
         " count(DISTINCT e.job_id) AS jobs"
-        ' FROM job_events e JOIN jobs j USING (job_id)'
+        " FROM job_events e JOIN jobs j USING (job_id)"
         " WHERE j.run_id = :run_id AND e.kind IN ('completed', 'failed', 'aborted')"
         " AND (e.payload->>'throttled')::int > 0"
     )

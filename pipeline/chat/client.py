@@ -135,14 +135,14 @@ _MATTERS: Final = (b'"chatId"', b'"error"', b'"__', b'"final"')
 
 
 def may_matter(raw: bytes) -> bool:
-    """Byte check: may this line carry a chat id, an error, a sentinel or the final answer?
+    r"""Byte check: may this line carry a chat id, an error, a sentinel or the final answer?
 
     False only when none of ``"chatId"``, ``"error"``, ``"__`` (sentinel ids such as
     ``__cutoff__``, ``__state__``, ``__aborted__``) or ``"final"`` (the final answer's
     ``graphPath``) occurs in the bytes: such a line (a thinking or answer delta, a tool call)
     changes nothing in :class:`pipeline.worker.attempts.AttemptState`, so it need not be
     parsed. A line flagged True is parsed as before; a false alarm (a delta whose text is
-    ``"error"``) only costs the parse. Keys written with JSON escapes (``"\\u0063hatId"``)
+    ``"error"``) only costs the parse. Keys written with JSON escapes (``"\u0063hatId"``)
     would be missed: the Chat API writes plain keys (interface, "Stream messages").
     """
     return any(marker in raw for marker in _MATTERS)

@@ -41,8 +41,10 @@ DEFAULT_PORT: Final = 8500
 
 
 def templates() -> Environment:
-    """Returns: the Jinja environment: ``templates/``, autoescape on for every file, undefined
-    names an error, and the view helpers as filters.
+    """Returns the console's Jinja environment.
+
+    Templates from ``templates/``, autoescape on for every file, undefined names an error, and the
+    view helpers as filters.
     """
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),

@@ -72,6 +72,11 @@ class TokenGuard:
         return given is not None and secrets.compare_digest(given.encode(), self._token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serves an HTTP request only with the token; other scopes pass through.
+
+        A ``?token=`` query redirects (303) to the same URL without it, setting the cookie; a
+        ``Bearer`` header or the cookie lets the request through; anything else is a 401 page.
+        """
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
@@ -123,6 +128,7 @@ class SecurityHeaders:
         self._app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Adds the missing security headers to the response start; other scopes pass through."""
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return

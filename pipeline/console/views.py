@@ -54,8 +54,10 @@ def answer_html(text: str | None) -> Markup:
 
 
 def marked(text: str | None) -> Markup:
-    """Returns: a ``ts_headline`` excerpt escaped, its ``\\x02``/``\\x03`` markers as ``<mark>``
-    (a Markdown table's pipes and rules read as `` · `` separators).
+    r"""Returns a ``ts_headline`` excerpt escaped, its markers as ``<mark>``.
+
+    The markers are ``\x02``/``\x03``; a Markdown table's pipes and rules read as `` · ``
+    separators.
     """
     flat = _TABLE_RULE.sub(" ", text or "")
     flat = " · ".join(part.strip() for part in flat.split("|") if part.strip())
@@ -149,8 +151,10 @@ def conversation_view(conv: Conversation) -> dict[str, Any]:
 
 
 def status_bar(by_status: Mapping[str, int], total: int) -> list[dict[str, Any]]:
-    """Returns: ``[{"status", "count", "pct"}]`` for a stacked progress bar, largest share of
-    ``total`` first (``pct`` as a CSS width, 0-100).
+    """Returns the segments of a stacked progress bar.
+
+    ``[{"status", "count", "pct"}]``, largest share of ``total`` first (``pct`` as a CSS width,
+    0-100).
     """
     total = max(total, sum(by_status.values()), 1)
     ordered = ("completed", "failed", "aborted", "running", "submitted")

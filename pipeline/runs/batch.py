@@ -59,8 +59,9 @@ class LimitsSpec(BaseModel):
 
 
 def merge_limits(base: RateLimits | None, override: RateLimits | None) -> RateLimits | None:
-    """Returns: ``base`` with every limit ``override`` sets replaced; None when neither sets
-    any (command-line options win over the questions file).
+    """Returns ``base`` with every limit ``override`` sets replaced.
+
+    None when neither sets any (command-line options win over the questions file).
     """
     values = base.model_dump(exclude_none=True) if base is not None else {}
     if override is not None:
@@ -157,8 +158,10 @@ def expand_jobs(
         run_id: The run the jobs belong to.
         chat_url: Chat endpoint for personas that name none (file-level ``chatUrl`` wins).
         api_key: Key the workers send for these jobs; None: the worker's own.
-        limits, target_limits: Limits set on the command line; each one set wins over the
-            file's ``limits`` / ``targetLimits``.
+        limits: Run limits set on the command line; each one set wins over the file's
+            ``limits``.
+        target_limits: Agent limits set on the command line; each one set wins over the
+            file's ``targetLimits``.
 
     Returns:
         One job per (question, persona), each with a fresh UUID job id.

@@ -106,7 +106,9 @@ async def run_questions_file(
         show_progress: Draw a progress bar on stderr.
         check_alive: Called at every poll; raises to stop waiting (the demo checks that its
             child processes are still running).
-        limits, target_limits: Limits overriding the file's (:func:`submit_questions_file`).
+        limits: Run limits overriding the file's ``limits`` (:func:`submit_questions_file`).
+        target_limits: Agent limits overriding the file's ``targetLimits``
+            (:func:`submit_questions_file`).
 
     Raises:
         QuestionsFileError: The file is invalid (nothing is submitted).
@@ -145,8 +147,10 @@ async def submit_questions_file(
         path: The questions YAML (:mod:`pipeline.runs.batch`).
         chat_url: Chat endpoint overriding ``settings.chat_url``.
         api_key: Chat API key for these jobs; None: the worker's own.
-        limits, target_limits: Limits of the run and of its agent, enforced by the workers
-            together; each one set wins over the file's ``limits`` / ``targetLimits``.
+        limits: Limits of the run, enforced by the workers together; each one set wins over
+            the file's ``limits``.
+        target_limits: Limits of the run's agent, enforced by the workers together; each one
+            set wins over the file's ``targetLimits``.
 
     Returns:
         The run's id and job count.

@@ -256,8 +256,10 @@ class Sink:
         return dataclasses.replace(report, committed=committed)
 
     async def _fetch(self) -> Fetched:
-        """Fetches a batch; lingers for more only while the records come slowly (the previous
-        batch was small too), so the tail of a burst is not held back.
+        """Fetches a batch, lingering for more only while the records come slowly.
+
+        It lingers only when the previous batch was small too, so the tail of a burst is not held
+        back.
         """
         fetched = await fetch(
             self._consumer,

@@ -80,8 +80,10 @@ def lease_keys(job: ChatJob) -> list[tuple[str, int, bool]]:
 
 
 class Ticket:
-    """A job's admission (module docstring): its place among the target's prepared jobs, its
-    stream slot while it streams, and its leases.
+    """A job's admission: its queue place, its stream slot and its leases.
+
+    Its place among the target's prepared jobs, its stream slot while it streams, and its leases
+    (module docstring).
     """
 
     def __init__(
@@ -103,8 +105,10 @@ class Ticket:
         self._retrying = False
 
     def throttled(self, retry_after_s: float | None) -> None:
-        """The call was throttled: the target's limit decreases, unless a decrease came after
-        this stream slot was taken (its retries answer the same overshoot).
+        """The call was throttled: the target's limit decreases, once per overshoot.
+
+        No decrease when one came after this stream slot was taken (its retries answer the same
+        overshoot).
         """
         if self._limit.on_throttled(self._epoch):
             self._admission.limit_changed(self._target, self._limit, "throttled")
@@ -122,8 +126,10 @@ class Ticket:
         metrics.TARGET_LIMIT.labels(target=self._target).set(self._limit.limit)
 
     async def admitted(self) -> None:
-        """Waits for the leases (a next attempt) and a stream slot, before each call; a call
-        asked again after a 429 keeps the epoch of its first slot (one decrease per overshoot).
+        """Waits for the leases (a next attempt) and a stream slot, before each call.
+
+        A call asked again after a 429 keeps the epoch of its first slot (one decrease per
+        overshoot).
         """
         if self.streaming:
             return
@@ -334,8 +340,9 @@ class Admission:
         timer.start()
 
     def _release(self, leases: list[Lease]) -> None:
-        """In the lease thread: releases ``leases``, logging a failure (the connection is gone,
-        and the leases with it).
+        """In the lease thread: releases ``leases``, logging a failure.
+
+        A failure means the connection is gone, and the leases with it.
         """
         if self._store is None:
             return

@@ -71,8 +71,10 @@ class Throttling(Protocol):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Retries before the first line: failures with exponential backoff and jitter, throttling
-    after the agent's ``Retry-After`` (module docstring).
+    """Retries before the first line: failures with backoff, throttling after ``Retry-After``.
+
+    Failures wait an exponential backoff with jitter, throttling the agent's ``Retry-After`` (module
+    docstring).
 
     Attributes:
         attempts: Calls that fail other than by throttling, in all (the first one included).
@@ -187,15 +189,17 @@ class JobControl:
             self._observer.first_line(time.monotonic() - self.call_started)
 
     def stream_ended(self) -> None:
-        """Tells the observer the attempt's stream is closed (its slot is free before the
-        terminal event is delivered).
+        """Tells the observer the attempt's stream is closed.
+
+        Its slot is free before the terminal event is delivered.
         """
         if self._observer is not None:
             self._observer.stream_ended()
 
     async def admitted(self) -> None:
-        """Waits until the job may open a stream (a slot before each call); the call's
-        first-line latency is counted from here, not from before the wait.
+        """Waits until the job may open a stream (a slot before each call).
+
+        The call's first-line latency is counted from here, not from before the wait.
         """
         if self._observer is not None:
             await self._observer.admitted()

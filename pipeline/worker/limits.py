@@ -178,8 +178,10 @@ class Headroom:
     cpu: float = field(default=0.0, init=False)
 
     def sample(self, *, lag_s: float, cpu_s: float, wall_s: float) -> None:
-        """Adds one sample: the timer fired ``lag_s`` late; the process used ``cpu_s`` seconds of
-        CPU in ``wall_s`` seconds.
+        """Adds one sample of timer lag and CPU share.
+
+        The timer fired ``lag_s`` late; the process used ``cpu_s`` seconds of CPU in ``wall_s``
+        seconds.
         """
         share = cpu_s / wall_s if wall_s > 0 else 0.0
         self.lag_s += self.smoothing * (max(lag_s, 0.0) - self.lag_s)

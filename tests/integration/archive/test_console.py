@@ -25,10 +25,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 import yaml
-from archive_stack import DELAY, ArchiveStack, run_cli, serve_in_thread, wait_finished
-from browser_support import Page, open_page, screenshot
 from pydantic import SecretStr
-from stack_support import ROOT, chat_url
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -40,6 +37,15 @@ from pipeline.archive.console_queries import create_read_only_engine
 from pipeline.console.app import create_app
 from pipeline.runs.runner import RunOutcome, run_questions_file, submit_questions_file
 from pipeline.runs.submit import submit_jobs
+from tests.browser_support import Page, open_page, screenshot
+from tests.integration.archive.archive_stack import (
+    DELAY,
+    ArchiveStack,
+    run_cli,
+    serve_in_thread,
+    wait_finished,
+)
+from tests.stack_support import ROOT, chat_url
 
 HOSTILE_QUESTION = "<script>document.title='owned'</script><img src=x onerror=alert(1)> delays?"
 HOSTILE_ANSWER = (

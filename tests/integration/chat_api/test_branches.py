@@ -83,8 +83,9 @@ async def test_the_dev_branch_runs_its_own_model(
 async def test_each_branch_lists_its_own_members(
     server: RunningServer, client: httpx.AsyncClient
 ) -> None:
-    """Both branches count cancelled flights (main since issue 11); only main has the
-    departed count and the cancellation rate.
+    """Both branches count cancelled flights; only main has the departed count and rate.
+
+    Main counts them since issue 11; only main has the departed count and the cancellation rate.
     """
     question = "How many cancelled flights were there?"
 

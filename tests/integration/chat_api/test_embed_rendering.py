@@ -1,6 +1,8 @@
-"""The embed page renders answers with the one answer renderer (``models/rendering.py``), in
-real headless Chromium: a Markdown table is a table (not ``| a | b |`` text), result numbers are
-formatted (no 15-decimal floats), and months read Jan ... Dec on the chart axis.
+"""The embed page renders answers with the one answer renderer, in real Chromium.
+
+The renderer is ``models/rendering.py``, the browser headless Chromium: a Markdown table is a table
+(not ``| a | b |`` text), result numbers are formatted (no 15-decimal floats), and months read Jan
+... Dec on the chart axis.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
-from browser_support import open_page
-from chat_support import session, stream_lines
+
+from tests.browser_support import open_page
+from tests.integration.chat_api.chat_support import session, stream_lines
 
 if TYPE_CHECKING:
-    from conftest import RunningServer
+    from tests.integration.chat_api.conftest import RunningServer
 
 DELAY = "Average arrival delay by carrier"
 MONTHLY = "Monthly flight counts from EWR"

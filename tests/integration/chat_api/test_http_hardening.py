@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
-from chat_support import MARCH, session, stream_lines
 
 from chat_api.settings import DEFAULT_MAX_INPUT_CHARS
 from models.chat import ToolCall
 from models.tools import sql_result
+from tests.integration.chat_api.chat_support import MARCH, session, stream_lines
 
 if TYPE_CHECKING:
-    from conftest import RunningServer, ServerStarter
+    from tests.integration.chat_api.conftest import RunningServer, ServerStarter
 
 EXPIRY_DEADLINE_S = 30.0
 
@@ -47,7 +47,7 @@ def _refused(response: httpx.Response, status: int, *needles: str) -> None:
 
 async def test_an_input_over_the_cap_is_refused_naming_the_limit(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     body = {"input": "zq " * DEFAULT_MAX_INPUT_CHARS, "sessionSettings": session("ida")}
     response = await _post(client, server.chat_url(), body, server.headers)
     _refused(response, 413, "input", str(DEFAULT_MAX_INPUT_CHARS))
@@ -56,7 +56,7 @@ async def test_an_input_over_the_cap_is_refused_naming_the_limit(
     assert lines[-1]["id"] == "__usage__"
 
 
-async def test_the_cap_is_a_setting(start_server: ServerStarter, client: httpx.AsyncClient):
+async def test_the_cap_is_a_setting(start_server: ServerStarter, client: httpx.AsyncClient) -> None:
     with start_server(max_input_chars=20) as api:
         body = {"input": "x" * 21, "sessionSettings": session("ida")}
         _refused(await _post(client, api.chat_url(), body, api.headers), 413, "20 characters")
@@ -90,7 +90,7 @@ NAN = b'{"input": NaN, "sessionSettings": {"externalId": "a"}}'
 @pytest.mark.parametrize("endpoint", ["chat", "abort", "session", "revoke"])
 async def test_a_malformed_body_is_a_4xx_naming_the_problem(
     server: RunningServer, client: httpx.AsyncClient, body: bytes, needle: str, endpoint: str
-):
+) -> None:
     url = {
         "chat": server.chat_url(),
         "abort": server.abort_url(),
@@ -114,7 +114,7 @@ async def test_a_malformed_body_is_a_4xx_naming_the_problem(
 )
 async def test_a_body_that_is_not_declared_json_is_415(
     server: RunningServer, client: httpx.AsyncClient, content_type: str
-):
+) -> None:
     body = json.dumps({"input": MARCH, "sessionSettings": session()}).encode()
     headers = {**server.headers, "Content-Type": content_type}
     response = await client.post(server.chat_url(), content=body, headers=headers)
@@ -123,7 +123,9 @@ async def test_a_body_that_is_not_declared_json_is_415(
         _refused(await client.post(url, content=b"{}", headers=headers), 415)
 
 
-async def test_json_with_a_charset_is_accepted(server: RunningServer, client: httpx.AsyncClient):
+async def test_json_with_a_charset_is_accepted(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
     body = json.dumps({"input": MARCH, "sessionSettings": session()}).encode()
     headers = {**server.headers, "Content-Type": "application/json; charset=utf-8"}
     async with client.stream("POST", server.chat_url(), content=body, headers=headers) as r:
@@ -137,7 +139,7 @@ BOTH = {"externalId": "eve", "internalId": "ann@example.com"}
 
 async def test_external_and_internal_id_together_are_a_400_everywhere(
     server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     chat = await _post(
         client, server.chat_url(), {"input": MARCH, "sessionSettings": BOTH}, server.headers
     )
@@ -160,7 +162,7 @@ async def test_external_and_internal_id_together_are_a_400_everywhere(
 
 async def test_unknown_groups_are_a_400_and_declared_ones_are_taken(
     start_server: ServerStarter, client: httpx.AsyncClient
-):
+) -> None:
     with start_server(user_groups=("analysts",)) as api:
         unknown = {**session("gus"), "groups": ["analysts", "admins"]}
         response = await _post(
@@ -176,7 +178,7 @@ async def test_unknown_groups_are_a_400_and_declared_ones_are_taken(
 @pytest.mark.parametrize("value", [5, True, 1.5, None])
 async def test_attribute_values_are_strings(
     server: RunningServer, client: httpx.AsyncClient, value: Any
-):
+) -> None:
     settings = {"externalId": "val", "userAttributes": [{"name": "origin", "value": value}]}
     response = await _post(
         client, server.chat_url(), {"input": MARCH, "sessionSettings": settings}, server.headers
@@ -190,7 +192,7 @@ async def test_attribute_values_are_strings(
 @pytest.mark.parametrize("value", ["", " "])
 async def test_an_empty_attribute_value_is_a_400(
     server: RunningServer, client: httpx.AsyncClient, value: str
-):
+) -> None:
     settings = {"externalId": "empty", "userAttributes": [{"name": "origin", "value": value}]}
     for url, body in (
         (server.chat_url(), {"input": MARCH, "sessionSettings": settings}),
@@ -212,7 +214,9 @@ def _sql_rows(lines: list[dict[str, Any]]) -> list[list[Any]]:
     raise AssertionError("no SQL tool result")
 
 
-async def test_a_jfk_user_reads_only_jfk_weather(server: RunningServer, client: httpx.AsyncClient):
+async def test_a_jfk_user_reads_only_jfk_weather(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
     for airport in ("LGA", "EWR"):
         body = {
             "input": f"Average wind speed at {airport}",
@@ -227,7 +231,7 @@ async def test_a_jfk_user_reads_only_jfk_weather(server: RunningServer, client: 
 
 async def test_another_users_running_thread_is_the_same_404_as_an_unknown_one(
     slow_server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     url, headers = slow_server.chat_url(), slow_server.headers
     body = {"input": MARCH, "sessionSettings": session("owner")}
     async with client.stream("POST", url, json=body, headers=headers) as resp:
@@ -247,7 +251,7 @@ async def test_another_users_running_thread_is_the_same_404_as_an_unknown_one(
 
 async def test_a_resent_message_id_of_another_user_is_not_joined(
     slow_server: RunningServer, client: httpx.AsyncClient
-):
+) -> None:
     url, headers = slow_server.chat_url(), slow_server.headers
     message_id = f"{int(time.time() * 1000)}-message"
     body = {"input": MARCH, "messageId": message_id, "sessionSettings": session("owner2")}
@@ -264,7 +268,7 @@ async def test_a_resent_message_id_of_another_user_is_not_joined(
 
 async def test_an_expired_user_is_gone_everywhere(
     start_server: ServerStarter, client: httpx.AsyncClient
-):
+) -> None:
     with start_server() as api:
         short = {**session("brief"), "ephemeralTtlSeconds": 1}
         lines = await stream_lines(client, api, {"input": MARCH, "sessionSettings": short})

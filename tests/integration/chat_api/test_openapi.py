@@ -184,7 +184,7 @@ def test_a_body_declared_as_anything_but_json_is_415(
     assert "application/json" in response.json()["error"]
 
 
-IDENTITY_CLASSES = {
+IDENTITY_CLASSES: dict[str, dict[str, Any]] = {
     "both ids": {"externalId": "fz", "internalId": "ann@example.com"},
     "empty attribute": {"externalId": "fz", "userAttributes": [{"name": "origin", "value": ""}]},
     "blank attribute": {"externalId": "fz", "userAttributes": [{"name": "origin", "value": " "}]},

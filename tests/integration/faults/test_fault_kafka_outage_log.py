@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_support import running_stack
-from test_fault_kafka_restart import _services, private_kafka
+
+from tests.integration.faults.fault_support import running_stack
+from tests.integration.faults.test_fault_kafka_restart import _services, private_kafka
 
 pytestmark = pytest.mark.integration
 

@@ -12,10 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from stack_support import ROOT, ProcessStack, ServiceProcess, chat_url, free_port, wait_healthy
 
 from models import wire
 from pipeline.kafka.clients import DEFAULT_PARTITIONS
+from tests.stack_support import (
+    ROOT,
+    ProcessStack,
+    ServiceProcess,
+    chat_url,
+    free_port,
+    wait_healthy,
+)
 
 
 @contextmanager
@@ -80,8 +87,10 @@ def questions_file(path: Path, *, personas: int, questions: int, **fields: Any) 
 
 
 def wait_balanced(stack: ProcessStack, *, timeout_s: float = 90.0) -> None:
-    """Waits until every worker of ``stack`` holds partitions of ``chat.requests`` and together
-    they hold each exactly once (the group finished rebalancing; from the workers' logs).
+    """Waits until the worker group finished rebalancing ``chat.requests``.
+
+    Every worker of ``stack`` holds partitions of ``chat.requests`` and together they hold each
+    exactly once (from the workers' logs).
     """
     topic = stack.settings.topic(wire.TOPIC_REQUESTS)
     pattern = re.compile(

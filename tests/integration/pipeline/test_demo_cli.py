@@ -1,5 +1,6 @@
-"""``chatscribe demo`` end to end as a person runs it: it ends by printing the command that
-opens the console on the run it just made.
+"""``chatscribe demo`` end to end as a person runs it.
+
+It ends by printing the command that opens the console on the run it just made.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 import yaml
-from stack_support import chat_url, free_port, isolated_settings, stack_env
 
 from pipeline.archive.engine import create_engine
+from tests.stack_support import chat_url, free_port, isolated_settings, stack_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

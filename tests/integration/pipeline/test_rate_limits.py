@@ -21,8 +21,6 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from limited_agent_support import agent_stats, limited_agent, questions_file, wait_balanced
-from stack_support import ROOT, ProcessStack, isolated_settings
 
 from models.records import ChatJob
 from pipeline.archive.engine import create_engine
@@ -30,6 +28,13 @@ from pipeline.archive.leases import LeaseStore
 from pipeline.archive.runs import run_throttling
 from pipeline.settings import Settings
 from pipeline.worker.admission import Admission
+from tests.integration.pipeline.limited_agent_support import (
+    agent_stats,
+    limited_agent,
+    questions_file,
+    wait_balanced,
+)
+from tests.stack_support import ROOT, ProcessStack, isolated_settings
 
 pytestmark = [pytest.mark.integration]
 

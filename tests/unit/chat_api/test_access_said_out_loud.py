@@ -83,8 +83,9 @@ def test_access_check_narrows_a_share_and_keeps_other_views() -> None:
 def test_the_safety_rules_hold_whichever_reader_read_the_question(
     analyst_toolbox: Toolbox,
 ) -> None:
-    """A reader behind the QuestionReader interface (here a fake that always asks for LGA's
-    flights by origin) gets the same access check, policy and SQL guard as the rule reader.
+    """Any QuestionReader gets the same access check, policy and SQL guard as the rule reader.
+
+    Here a fake reader that always asks for LGA's flights by origin.
     """
 
     def lga_reader(

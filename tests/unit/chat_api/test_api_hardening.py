@@ -1,5 +1,7 @@
-"""Issue 12, the parts that need no server: keys, reply size, empty attributes, scoped views,
-metadata totals, expired users, foreign keys and stream fidelity.
+"""Issue 12, the parts that need no server.
+
+Keys, reply size, empty attributes, scoped views, metadata totals, expired users, foreign keys and
+stream fidelity.
 
 The HTTP-level points (bodies, identities, probing, the embed page) are in
 ``tests/integration/chat_api/test_http_hardening.py``; the SQL guard in ``test_hostile_sql.py``.

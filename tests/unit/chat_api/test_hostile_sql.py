@@ -31,6 +31,7 @@ from chat_api.sql import compiler
 from chat_api.sql.compiler import compile_semantic_sql
 from chat_api.sql.executed import check_compiled_sql
 from chat_api.sql.policies import UserContext
+from chat_api.sql.relations import build_relation
 from chat_api.sql.sql_tool import sql_tool_result
 from chat_api.sql.warehouse import Warehouse
 from models import wire
@@ -371,10 +372,11 @@ def test_star_exclude_is_honoured(
 def test_the_sql_that_runs_is_validated_again_after_transpiling(
     model: SemanticModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Whatever the compiler emits (here a relation it never should), the text sent to DuckDB
-    is parsed again and checked against the allow-list.
+    """The SQL sent to DuckDB is parsed again and checked against the allow-list.
+
+    Whatever the compiler emits (here a relation it never should).
     """
-    real = compiler.build_relation
+    real = build_relation  # the function compiler.py imported, restored by monkeypatch
 
     def leaky(model: SemanticModel, use: Any) -> sqlglot.exp.Subquery:
         relation = real(model, use)

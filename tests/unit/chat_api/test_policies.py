@@ -89,8 +89,10 @@ def test_users_without_the_origin_attribute_see_all_rows(
 def test_reference_views_are_not_filtered_for_an_origin_user_but_weather_is(
     model: SemanticModel, jfk_user: UserContext
 ) -> None:
-    """Issue 12: weather rows belong to an origin airport, so they are scoped like flights;
-    planes, airlines and airports are shared reference data.
+    """Issue 12: weather rows are scoped like flights; reference data is shared.
+
+    Weather rows belong to an origin airport, so they are scoped like flights; planes, airlines and
+    airports are shared reference data.
     """
     for view in ("planes", "airlines", "airports"):
         assert resolve_access(model, view, jfk_user).row_filter is None

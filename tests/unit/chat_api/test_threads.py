@@ -28,7 +28,7 @@ from chat_api.state.database import (
 )
 from chat_api.state.sessions import SessionStore
 from chat_api.state.threads import StoredMessage, ThreadStore
-from chat_api.state.users import UserDirectory
+from chat_api.state.users import DEFAULT_MAX_EXTERNAL_USERS, UserDirectory
 from models.chat import GenerateSessionRequest, SessionSettings
 
 
@@ -54,8 +54,15 @@ def state(tmp_path: Path, clock: Clock) -> StateDatabase:
     )
 
 
-def _users(state: StateDatabase, **kwargs: int) -> UserDirectory:
-    return UserDirectory(state, declared_attributes={"origin"}, default_ttl_s=100, **kwargs)
+def _users(
+    state: StateDatabase, *, max_external_users: int = DEFAULT_MAX_EXTERNAL_USERS
+) -> UserDirectory:
+    return UserDirectory(
+        state,
+        declared_attributes={"origin"},
+        default_ttl_s=100,
+        max_external_users=max_external_users,
+    )
 
 
 def _threads(state: StateDatabase) -> ThreadStore:

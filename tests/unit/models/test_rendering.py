@@ -7,7 +7,7 @@ import json
 from models.rendering import chart_spec, format_cell, markdown_html, result_table
 
 
-def test_markdown_tables_render_as_html_tables():
+def test_markdown_tables_render_as_html_tables() -> None:
     html = markdown_html("Flights:\n\n| Carrier | Flights |\n|---|---|\n| UA | 58,665 |")
     assert "<table>" in html
     assert "<th>Carrier</th>" in html
@@ -15,7 +15,7 @@ def test_markdown_tables_render_as_html_tables():
     assert "|" not in html
 
 
-def test_markdown_raw_html_is_text_never_markup():
+def test_markdown_raw_html_is_text_never_markup() -> None:
     html = markdown_html("<script>alert(1)</script> and <img src=x onerror=alert(1)>")
     assert "<script" not in html
     assert "<img" not in html
@@ -23,7 +23,7 @@ def test_markdown_raw_html_is_text_never_markup():
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
 
 
-def test_markdown_refuses_script_links_and_images():
+def test_markdown_refuses_script_links_and_images() -> None:
     html = markdown_html(
         "[a](javascript:alert(1)) [b](https://example.com) ![c](http://evil/x.png)"
     )
@@ -32,12 +32,12 @@ def test_markdown_refuses_script_links_and_images():
     assert "<img" not in html
 
 
-def test_markdown_of_nothing_is_empty():
+def test_markdown_of_nothing_is_empty() -> None:
     assert markdown_html(None) == ""
     assert markdown_html("") == ""
 
 
-def test_numbers_are_formatted_by_type_and_name():
+def test_numbers_are_formatted_by_type_and_name() -> None:
     assert format_cell(28834, name="count", column_type="Int64") == "28,834"
     assert format_cell("28834", name="count", column_type="Int64") == "28,834"
     assert format_cell(12.345678901234567, name="avg_arr_delay", column_type="Double") == "12.35"
@@ -50,13 +50,13 @@ def test_numbers_are_formatted_by_type_and_name():
     assert format_cell(float("nan"), name="x", column_type="Double") == "n/a"
 
 
-def test_months_are_named():
+def test_months_are_named() -> None:
     assert format_cell(1, name="month", column_type="Int64") == "Jan"
     assert format_cell("12", name="month", column_type="Int64") == "Dec"
     assert format_cell(13, name="month", column_type="Int64") == "13"
 
 
-def test_result_table_formats_every_cell_and_marks_numeric_columns():
+def test_result_table_formats_every_cell_and_marks_numeric_columns() -> None:
     schema = [{"name": "month", "column_type": "Int64"}, {"name": "avg", "column_type": "Double"}]
     table = result_table(schema, [[1, "3.14159"], [2, 2.0]] * 40, limit=3)
     assert table["columns"] == ["month", "avg"]
@@ -65,7 +65,7 @@ def test_result_table_formats_every_cell_and_marks_numeric_columns():
     assert (table["shown"], table["total"]) == (3, 80)
 
 
-def test_chart_spec_strips_urls_binds_rows_and_names_months():
+def test_chart_spec_strips_urls_binds_rows_and_names_months() -> None:
     spec = {
         "data": {"url": "https://evil.example/data.json"},
         "mark": {"type": "line", "href": "https://evil.example"},
@@ -87,6 +87,6 @@ def test_chart_spec_strips_urls_binds_rows_and_names_months():
     assert spec["data"] == {"url": "https://evil.example/data.json"}  # the input is not changed
 
 
-def test_chart_spec_of_no_spec_is_none():
+def test_chart_spec_of_no_spec_is_none() -> None:
     assert chart_spec(None, [], []) is None
     assert chart_spec("not a spec", [], []) is None  # type: ignore[arg-type]

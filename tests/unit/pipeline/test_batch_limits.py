@@ -8,8 +8,9 @@ import pytest
 
 from models.records import RateLimits
 from pipeline.archive.runs import RunThrottling
+from pipeline.errors import QuestionsFileError
 from pipeline.reports.run_report import throttling_line
-from pipeline.runs.batch import QuestionsFileError, expand_jobs, load_questions
+from pipeline.runs.batch import expand_jobs, load_questions
 
 FILE = """
 chatUrl: http://agent.test/api/v1/public/r/a/agents/1/chat/stream-chat-state

@@ -1,5 +1,8 @@
-"""The worker's per-line hot path (issue 13): byte checks instead of a parse per delta, lazy
-parsing of stream lines, and the sink's lingering fetch. Pure: no I/O."""
+"""The worker's per-line hot path (issue 13). Pure: no I/O.
+
+Byte checks instead of a parse per delta, lazy parsing of stream lines, and the sink's lingering
+fetch.
+"""
 
 from __future__ import annotations
 
