@@ -8,13 +8,17 @@ Two parts (issue 11, point 4):
 - :func:`read_clock`: a pass over the question text, before it is scanned, for phrases whose
   meaning lies in their shape: times of day on the *scheduled* hour ("before 6 in the morning",
   "6pm or later", "evening departures", "before noon"), day ranges ("the first week of March",
-  "between June 10 and June 16", "June 10-16"), halves of the year and seasons. The matched text is
-  removed and returned as conditions.
+  "between June 10 and June 16", "June 10-16"), dates written with a slash ("3/15", "12/24/2013",
+  month first as in the US), halves of the year, seasons, and rain ("while it was raining",
+  "in the rain", "rainy": precipitation above 0 in the hour). The matched text is removed and
+  returned as conditions.
 
 Rules: morning is a scheduled hour before 12, afternoon 12 to 16, evening 17 or later; "after
 H" and "H or later" mean a scheduled hour of at least H; a week of a month is days 1-7, 8-14,
 15-21, 22-28 (the last week: the last seven days); summer is June to August, winter December to
-February, spring March to May, autumn September to November.
+February (of the same year: the data holds one year), spring March to May, autumn September to
+November; a weekend is Saturday and Sunday; "3/15" is March 15 (a slash date with another year
+than the data's is left unread, so the question is refused).
 """
 
 from __future__ import annotations
@@ -45,8 +49,13 @@ class ClockCondition:
 
     slot: str
     operator: str
-    value: int
+    value: int | tuple[int, ...]
     phrase: str
+
+    @property
+    def values(self) -> tuple[int, ...]:
+        """Returns: the value as a tuple (winter: ``(12, 1, 2)``, one of them)."""
+        return self.value if isinstance(self.value, tuple) else (self.value,)
 
 
 def calendar_phrases(years: Iterable[int]) -> dict[tuple[str, ...], Value]:
@@ -57,6 +66,11 @@ def calendar_phrases(years: Iterable[int]) -> dict[tuple[str, ...], Value]:
         value = Value("weekday", (name,), name)
         for form in (name.lower(), name.lower() + "s", name[:3].lower()):
             out[(form,)] = value
+    for season, months in SEASON_MONTHS.items():
+        out[(season,)] = Value("month", months, season)
+    weekend = Value("weekday", ("Saturday", "Sunday"), "weekends")
+    for words in (("weekend",), ("weekends",), ("the", "weekend"), ("the", "weekends")):
+        out[words] = weekend
     for number, word in ((1, "first"), (2, "second"), (3, "third"), (4, "fourth")):
         value = Value("quarter", (number,), f"Q{number}")
         out[(f"q{number}",)] = value
@@ -114,8 +128,17 @@ _DAY_RANGE = re.compile(
     rf"\s*(?:-|–|to|through|until|and)\s*(?:({_MONTH}) )?(\d{{1,2}})(?:st|nd|rd|th)?\b"
 )
 _HALF = re.compile(r"\b(?:in )?(?:the )?(first|second) half(?: of (?:the )?year| of 2013)?\b")
-_SEASONS = {"summer": (6, 8), "spring": (3, 5), "autumn": (9, 11), "fall": (9, 11)}
-_SEASON = re.compile(r"\b(?:in |during )?(?:the )?(summer|spring|autumn|fall)(?: months)?\b")
+SEASON_MONTHS = {
+    "summer": (6, 7, 8), "spring": (3, 4, 5), "autumn": (9, 10, 11), "fall": (9, 10, 11),
+    "winter": (12, 1, 2),
+}  # fmt: skip
+_SEASON = re.compile(
+    r"\b(?:in |during |over )?(?:the )?(summer|spring|autumn|fall|winter)(?: months)?\b"
+)
+_RAIN = re.compile(
+    r"\b(?:(?:while|when) it (?:was )?(?:raining|rained|rains)|in (?:the )?rain|rainy|raining)\b"
+)
+_SLASH_DATE = re.compile(r"(?<![\w/])(\d{1,2})/(\d{1,2})(?:/(\d{4}|\d{2}))?(?![\w/])")
 
 
 def _hour(number: str | None, marker: str | None, named: str | None) -> int:
@@ -142,7 +165,7 @@ def read_clock(question: str) -> tuple[str, list[ClockCondition]]:
     found: list[ClockCondition] = []
     spans: list[tuple[int, int]] = []
 
-    def take(match: re.Match[str], conds: list[tuple[str, str, int]]) -> None:
+    def take(match: re.Match[str], conds: list[tuple[str, str, int | tuple[int, ...]]]) -> None:
         if any(match.start() < end and start < match.end() for start, end in spans):
             return
         spans.append(match.span())
@@ -175,9 +198,19 @@ def read_clock(question: str) -> tuple[str, list[ClockCondition]]:
             take(match, [("hour", operator, _hour(match.group(1), match.group(2), match.group(3)))])
     for match in _HALF.finditer(lower):
         take(match, [("month", "lte", 6)] if match.group(1) == "first" else [("month", "gte", 7)])
-    for match in _SEASON.finditer(lower):
-        low, high = _SEASONS[match.group(1)]
-        take(match, [("month", "gte", low), ("month", "lte", high)])
+    seasons = list(_SEASON.finditer(lower))
+    for match in seasons if len(seasons) == 1 else ():  # two seasons: sides, read as values
+        months = SEASON_MONTHS[match.group(1)]
+        if months[0] < months[-1]:  # a range within the year; winter wraps: one of its months
+            take(match, [("month", "gte", months[0]), ("month", "lte", months[-1])])
+        else:
+            take(match, [("month", "equals", months)])
+    for match in _RAIN.finditer(lower):
+        take(match, [("precip", "gt", 0)])
+    for match in _SLASH_DATE.finditer(lower):
+        date = _slash_date(match)
+        if date is not None:
+            take(match, [("month", "equals", date.month), ("day", "equals", date.day)])
     if not any(c.slot == "hour" for c in found):
         for pattern, conds in _PARTS:
             for match in pattern.finditer(lower):
@@ -186,6 +219,18 @@ def read_clock(question: str) -> tuple[str, list[ClockCondition]]:
     for start, end in sorted(spans, reverse=True):
         text = text[:start] + " " * (end - start) + text[end:]
     return text, found
+
+
+def _slash_date(match: re.Match[str]) -> dt.date | None:
+    """Returns: the date of "3/15" or "3/15/13" (month first) in 2013, or None when it is no
+    date of 2013 (the data's year)."""
+    year = match.group(3)
+    if year is not None and int(year) not in (13, 2013):
+        return None
+    try:
+        return dt.date(2013, int(match.group(1)), int(match.group(2)))
+    except ValueError:
+        return None
 
 
 def _month_number(name: str) -> int:

@@ -94,6 +94,8 @@ def _build_spec(
     reading: Reading, vocabulary: Vocabulary, previous: QuerySpec | None
 ) -> tuple[QuerySpec, list[str]]:
     notes = list(reading.notes)
+    if previous is not None and reading.elliptic:  # "in july?": the previous query, narrowed
+        reading = replace(reading, asks=(), followup=True)
     base = previous if previous is not None and (reading.followup or not reading.asks) else None
     if base is not None:
         check_changes(reading)

@@ -31,6 +31,7 @@ No view is chosen here; :mod:`chat_api.planner.planner` maps a :class:`Reading` 
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from chat_api.planner.calendar import read_clock
@@ -50,7 +51,7 @@ from chat_api.planner.reading_base import (
     said_of,
     word_of,
 )
-from chat_api.planner.reading_markers import MarkerPasses
+from chat_api.planner.reading_markers import FLIGHT_VERBS, MarkerPasses
 from chat_api.planner.vocabulary import Number, Value, Vocabulary, scan
 
 __all__ = [
@@ -159,7 +160,7 @@ class _Reader(MarkerPasses):
         elif before is not None and before.role == "count":
             agg = self._counted_metric(word, before, p)
             said.append(p)
-        elif before is not None and before == Word("breakdown", "") and self.r.rank is not None:
+        elif before is not None and before == Word("breakdown", "") and self._ranking_said():
             self.used.add(p)  # "rank the airports *by* average delay": the ranking's measure
         elif before is not None and before == Word("breakdown", ""):
             raise UnanswerableError(
@@ -170,6 +171,11 @@ class _Reader(MarkerPasses):
             agg = self.r.asks[-1].agg
         key = self._delay_direction(i, [i]) if word.key == "delay" else word.key
         self.r.asks.append(Ask(key, agg, self._phrase(said), superlative))
+
+    def _ranking_said(self) -> bool:
+        """Returns: a ranking was read or a ranking word is said anywhere ("*worst* 3 carriers by
+        avg dep delay": "by" then names the ranking's measure, not a breakdown)."""
+        return self.r.rank is not None or any(role_of(m) in ("superlative", "top") for m in self.ms)
 
     def _phrase(self, indexes: list[int]) -> str:
         return " ".join(self.ms[j].text for j in sorted(indexes))
@@ -311,6 +317,8 @@ class _Reader(MarkerPasses):
             elif word.hint and not self.r.asks:
                 self.r.asks.append(Ask(word.hint, None, m.text, direction))
                 continue
+            elif not self.r.asks and self._words & FLIGHT_VERBS:  # "which airline flies the most"
+                self.r.asks.append(Ask("flights", "count", m.text))
             elif not self.r.asks or self.r.rank is not None:
                 raise UnanswerableError(f"I can't tell what '{m.text}' ranks by.")
             self.r.rank, self.r.rank_phrase = direction, m.text
@@ -373,14 +381,20 @@ def read_question(question: str, vocabulary: Vocabulary) -> Reading:
         UnanswerableError: A word is unknown, a subject is outside the data model, or a number,
             comparator or unit can't be placed.
     """
-    text, clock = read_clock(question)
+    text, clock = read_clock(_PERCENT_SIGN.sub(" percent ", question))
     reading = _Reader(scan(text, vocabulary), vocabulary).read()
     if not clock:
         return reading
-    extra = tuple(Condition(c.slot, c.operator, (c.value,), c.phrase) for c in clock)  # type: ignore[arg-type]
+    extra = tuple(
+        Condition(c.slot, c.operator, c.values, c.phrase)  # type: ignore[arg-type]
+        for c in clock
+    )
     notes = [f"'{c.phrase}' → {c.slot} {c.operator} {c.value}." for c in clock]
     return replace(reading, conds=reading.conds + extra, notes=reading.notes + tuple(notes))
 
+
+_PERCENT_SIGN = re.compile(r"(?<![\d.])%")
+"""A "%" not after a number is the word "percent" ("% of delta flights that arrived late")."""
 
 MAX_NAMED_WORDS = 4
 """Unknown words an answer names; the rest are counted, so the reply stays small whatever the

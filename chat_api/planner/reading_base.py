@@ -99,6 +99,8 @@ class Reading:
         lone_agg: An aggregation said without a measure ("and the maximum?"): in a follow-up it
             re-aggregates the previous measure.
         followup: The question opens with a follow-up word ("and", "what about", "now").
+        elliptic: Only conditions or a breakdown were said, no measure, noun or count word
+            ("in july?", "from newark"): in a thread it continues the previous query.
         flight_context: Words that only make sense for flights (fly, flights, "to" a place).
         origin_role: A bare "from"/"out of" without a place ("airports it flies from").
         compare: "vs", "compare", "which is busier, X or Y": one row per side.
@@ -122,6 +124,7 @@ class Reading:
     overall: bool = False
     lone_agg: str | None = None
     followup: bool = False
+    elliptic: bool = False
     flight_context: bool = False
     origin_role: bool = False
     compare: bool = False
@@ -147,6 +150,7 @@ class Draft:
     overall: bool = False
     lone_agg: str | None = None
     followup: bool = False
+    elliptic: bool = False
     flight_context: bool = False
     origin_role: bool = False
     compare: bool = False

@@ -28,7 +28,7 @@ _RATE_WORDS = ("rate", "performance", "percentage")
 _COUNTED_NOUNS = frozenset(Word("noun", key) for key in COUNTABLE)
 _REFERRING = frozenset({"their", "those", "these", "they"})
 """Words that point back at the previous question wherever they stand."""
-_FLIGHT_VERBS = frozenset({
+FLIGHT_VERBS = frozenset({
     "fly", "flies", "flew", "flown", "flying", "operate", "operates", "operated", "operating",
     "serve", "serves", "served",
 })  # fmt: skip
@@ -64,7 +64,7 @@ class MarkerPasses(ConditionPasses):
                     self._share(i)
             elif role == "overall":
                 self.r.overall = True
-            elif m.word in _FLIGHT_VERBS:
+            elif m.word in FLIGHT_VERBS:
                 self.r.flight_context = True
             if role in ("followup", "overall"):
                 self.used.add(i)
@@ -125,3 +125,7 @@ class MarkerPasses(ConditionPasses):
         ):
             self._note("No measure was named; counting flights.")
             self.r.asks.append(Ask("flights", "count", "flights"))
+            self.r.elliptic = not any(
+                role_of(m) in ("noun", "metric", "count", "agg", "superlative", "top")
+                for m in self.ms
+            )
