@@ -113,3 +113,40 @@ def test_only_a_swap_of_neighbouring_letters_links_a_lexicon_word() -> None:
 def test_unreadable_dates_and_words_are_refused(analyst_toolbox: Toolbox, question: str) -> None:
     asked = ask(analyst_toolbox, question)
     assert not asked.sql and "can't answer" in asked.answer
+
+
+@pytest.mark.parametrize(
+    ("question", "group"),
+    [("compare flights to chicago vs houston", "'chicago' and 'houston'"),
+     ("is the avg arr delay worse in summer or winter", "'summer' and 'winter'"),
+     ("compare flights to chicago and atlanta", "'chicago'")],
+)  # fmt: skip
+def test_a_comparison_of_groups_is_refused_not_answered_per_member(
+    analyst_toolbox: Toolbox, question: str, group: str
+) -> None:
+    asked = ask(analyst_toolbox, question)
+    assert not asked.sql and f"several values ({group})" in asked.answer, asked.answer
+
+
+def test_sides_inside_a_named_group_are_still_compared(analyst_toolbox: Toolbox) -> None:
+    asked = ask(analyst_toolbox, "flights to chicago: ord or mdw, which is busier")
+    expected = hand(
+        analyst_toolbox,
+        "SELECT dest, count(*) FROM flights WHERE dest IN ('ORD', 'MDW') GROUP BY 1 "
+        "ORDER BY 2 DESC",
+    )
+    assert [tuple(r) for r in asked.rows] == expected
+
+
+def test_a_place_inside_a_named_group_narrows_it_and_is_the_part_of_a_share(
+    analyst_toolbox: Toolbox,
+) -> None:
+    asked = ask(analyst_toolbox, "what percent of flights to chicago went to midway")
+    expected = one(
+        analyst_toolbox,
+        "SELECT 100.0 * count(*) FILTER (WHERE dest = 'MDW') / count(*) FROM flights "
+        "WHERE dest IN ('ORD', 'MDW')",
+    )
+    assert f"{expected:.2f}%" in asked.answer, asked.answer
+    narrowed = ask(analyst_toolbox, "how many flights in the summer were in july")
+    assert narrowed.rows == [[one(analyst_toolbox, "SELECT count(*) FROM flights WHERE month = 7")]]
