@@ -49,6 +49,7 @@ from chat_api.planner.reading_base import (
     number_of,
     role_of,
     said_of,
+    single_value,
     word_of,
 )
 from chat_api.planner.reading_markers import FLIGHT_VERBS, MarkerPasses
@@ -172,11 +173,6 @@ class _Reader(MarkerPasses):
         key = self._delay_direction(i, [i]) if word.key == "delay" else word.key
         self.r.asks.append(Ask(key, agg, self._phrase(said), superlative))
 
-    def _ranking_said(self) -> bool:
-        """Returns: a ranking was read or a ranking word is said anywhere ("*worst* 3 carriers by
-        avg dep delay": "by" then names the ranking's measure, not a breakdown)."""
-        return self.r.rank is not None or any(role_of(m) in ("superlative", "top") for m in self.ms)
-
     def _phrase(self, indexes: list[int]) -> str:
         return " ".join(self.ms[j].text for j in sorted(indexes))
 
@@ -201,13 +197,13 @@ class _Reader(MarkerPasses):
         cue = word_of(self._at(cue_index))
         cue_role = cue.role if cue is not None else ""
         after = word_of(self._at(self._step(i, 1)))
-        named = any(isinstance(m.meaning, Value) for m in self.ms[cue_index + 1 : i])
+        named = any(single_value(m.meaning) for m in self.ms[cue_index + 1 : i])
         if word.key == "flights" and after is not None and after.role == "count":
             self._count(i, word, self._step(i, 1))  # "what's the flight count ..."
         elif cue_role == "compare" and word.key in COUNTABLE:
             self._count(i, word, cue_index)  # "which had more departures"
         elif cue_role in ("which", "top") or (cue == Word("breakdown", "") and not named):
-            self._dimension(i, word, cue_index, number)
+            self._dimension(i, self._group_airports(word, cue_index, i), cue_index, number)
         elif self._continues_breakdown(cue_index):
             self._dimension(i, word, -1, None)
         elif number is not None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
 from chat_api.planner.lexicon import Word
-from chat_api.planner.vocabulary import Mention, Number, Vocabulary
+from chat_api.planner.vocabulary import Mention, Number, Value, Vocabulary
 
 Operator = Literal["equals", "notEquals", "in", "gt", "gte", "lt", "lte"]
 Direction = Literal["asc", "desc"]
@@ -204,6 +204,13 @@ def unit_of(mention: Mention | None) -> str | None:
     return _UNIT_WORDS.get(mention.word) if mention is not None else None
 
 
+def single_value(meaning: object) -> bool:
+    """Returns: a value naming one thing; a group ("nyc", "chicago") between "by"/"each" and a
+    noun ("by nyc airport", "each chicago airport") leaves it a breakdown, one row per member,
+    with the group as a condition."""
+    return isinstance(meaning, Value) and len(meaning.values) == 1
+
+
 class Cursor:
     """The mentions of one question, which of them are consumed, and the draft reading.
 
@@ -230,3 +237,29 @@ class Cursor:
 
     def _note(self, text: str) -> None:
         self.r.notes.append(text)
+
+    def _ranking_said(self) -> bool:
+        """Returns: a ranking was read or a ranking word is said anywhere ("*worst* 3 carriers by
+        avg dep delay": "by" then names the ranking's measure, not a breakdown)."""
+        return self.r.rank is not None or any(role_of(m) in ("superlative", "top") for m in self.ms)
+
+    def _group_airports(self, word: Word, cue_index: int, i: int) -> Word:
+        """Returns: for "airports" with a group of airports before it or right after "in"/"at"
+        ("by chicago airport", "which airport in chicago"), the role the group plays:
+        destinations unless every member is an origin; else ``word``."""
+        after = [j for j in range(i + 1, len(self.ms)) if self._said_at(j)]
+        groups = [
+            m.meaning for m in [*self.ms[cue_index + 1 : i], *(self.ms[j] for j in after)]
+            if isinstance(m.meaning, Value) and m.meaning.kind == "airport"
+            and len(m.meaning.values) > 1
+        ]  # fmt: skip
+        if word.key != "airports" or not groups:
+            return word
+        inside = all(set(g.values) <= self.vocabulary.origins for g in groups)
+        return Word("noun", "origins" if inside else "destinations")
+
+    def _said_at(self, j: int) -> bool:
+        """Returns: mention ``j`` is a value right after "in"/"at" (no from/to role)."""
+        return isinstance(self.ms[j].meaning, Value) and word_of(
+            self._at(self._step(j, -1))
+        ) == Word("place_role", "at")

@@ -150,3 +150,24 @@ def test_a_place_inside_a_named_group_narrows_it_and_is_the_part_of_a_share(
     assert f"{expected:.2f}%" in asked.answer, asked.answer
     narrowed = ask(analyst_toolbox, "how many flights in the summer were in july")
     assert narrowed.rows == [[one(analyst_toolbox, "SELECT count(*) FROM flights WHERE month = 7")]]
+
+
+@pytest.mark.parametrize(
+    ("question", "sql"),
+    [
+        ("flights by nyc airport", "SELECT origin, count(*) FROM flights GROUP BY 1 "
+         "ORDER BY 2 DESC"),
+        ("flights to each chicago airport", "SELECT dest, count(*) FROM flights WHERE dest IN "
+         "('ORD', 'MDW') GROUP BY 1 ORDER BY 2 DESC"),
+        ("which airport in chicago gets the most flights", "SELECT dest, count(*) FROM flights "
+         "WHERE dest IN ('ORD', 'MDW') GROUP BY 1 ORDER BY 2 DESC LIMIT 1"),
+        ("which airport sends the most flights to chicago", "SELECT origin, count(*) FROM "
+         "flights WHERE dest IN ('ORD', 'MDW') GROUP BY 1 ORDER BY 2 DESC LIMIT 1"),
+    ],
+)  # fmt: skip
+def test_airports_of_a_named_group_are_one_row_each_in_the_groups_role(
+    analyst_toolbox: Toolbox, question: str, sql: str
+) -> None:
+    asked = ask(analyst_toolbox, question)
+    expected = hand(analyst_toolbox, sql)
+    assert [(row[0], row[-1]) for row in asked.rows] == expected, asked.answer
