@@ -27,7 +27,7 @@ import calendar as std_calendar
 import datetime as dt
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import holidays
@@ -138,7 +138,12 @@ _SEASON = re.compile(
 _RAIN = re.compile(
     r"\b(?:(?:while|when) it (?:was )?(?:raining|rained|rains)|in (?:the )?rain|rainy|raining)\b"
 )
-_SLASH_DATE = re.compile(r"(?<![\w/])(\d{1,2})/(\d{1,2})(?:/(\d{4}|\d{2}))?(?![\w/])")
+_SLASH = r"(\d{1,2})/(\d{1,2})(?:/(\d{4}|\d{2}))?"
+_SLASH_DATE = re.compile(rf"(?<![\w/]){_SLASH}(?![\w/])")
+_SLASH_RANGE = re.compile(
+    rf"(?<![\w/])(?:(from|between) )?{_SLASH}\s*(-|–|to|through|thru|until|and)\s*{_SLASH}(?![\w/])"
+)
+Take = Callable[[re.Match[str], list[tuple[str, str, int | tuple[int, ...]]]], None]
 
 
 def _hour(number: str | None, marker: str | None, named: str | None) -> int:
@@ -207,10 +212,7 @@ def read_clock(question: str) -> tuple[str, list[ClockCondition]]:
             take(match, [("month", "equals", months)])
     for match in _RAIN.finditer(lower):
         take(match, [("precip", "gt", 0)])
-    for match in _SLASH_DATE.finditer(lower):
-        date = _slash_date(match)
-        if date is not None:
-            take(match, [("month", "equals", date.month), ("day", "equals", date.day)])
+    _read_slash_dates(lower, take)
     if not any(c.slot == "hour" for c in found):
         for pattern, conds in _PARTS:
             for match in pattern.finditer(lower):
@@ -221,14 +223,41 @@ def read_clock(question: str) -> tuple[str, list[ClockCondition]]:
     return text, found
 
 
-def _slash_date(match: re.Match[str]) -> dt.date | None:
+def _read_slash_dates(lower: str, take: Take) -> None:
+    """Reads "3/1 to 3/15" (a range within one month: days 1-15 of March), "2/8 and 2/9" and
+    "3/15". Left unread, so that the question is refused: a range across months, and dates
+    differing in both month and day ("1/31 and 2/1": months and days would pair crosswise)."""
+    blocked: list[tuple[int, int]] = []
+    for match in _SLASH_RANGE.finditer(lower):
+        if match.group(5) == "and" and match.group(1) != "between":
+            continue  # "on 2/8 and 2/9": two days, not a range
+        first, last = _slash_date(*match.group(2, 3, 4)), _slash_date(*match.group(6, 7, 8))
+        if first is None or last is None or first.month != last.month or first >= last:
+            blocked.append(match.span())
+            continue
+        month = first.month
+        take(
+            match, [("month", "equals", month), ("day", "gte", first.day), ("day", "lte", last.day)]
+        )
+    singles = [
+        (m, _slash_date(*m.group(1, 2, 3))) for m in _SLASH_DATE.finditer(lower)
+        if not any(start <= m.start() < end for start, end in blocked)
+    ]  # fmt: skip
+    dates = [d for _, d in singles if d is not None]
+    if len({d.month for d in dates}) > 1 and len({d.day for d in dates}) > 1:
+        return
+    for match, date in singles:
+        if date is not None:
+            take(match, [("month", "equals", date.month), ("day", "equals", date.day)])
+
+
+def _slash_date(month: str, day: str, year: str | None) -> dt.date | None:
     """Returns: the date of "3/15" or "3/15/13" (month first) in 2013, or None when it is no
     date of 2013 (the data's year)."""
-    year = match.group(3)
     if year is not None and int(year) not in (13, 2013):
         return None
     try:
-        return dt.date(2013, int(match.group(1)), int(match.group(2)))
+        return dt.date(2013, int(month), int(day))
     except ValueError:
         return None
 

@@ -377,7 +377,8 @@ def read_question(question: str, vocabulary: Vocabulary) -> Reading:
         UnanswerableError: A word is unknown, a subject is outside the data model, or a number,
             comparator or unit can't be placed.
     """
-    text, clock = read_clock(_PERCENT_SIGN.sub(" percent ", question))
+    said = _COMPARISON_SIGN.sub(lambda m: _SIGN_WORDS[m.group(1)], question)
+    text, clock = read_clock(_PERCENT_SIGN.sub(" percent ", said))
     reading = _Reader(scan(text, vocabulary), vocabulary).read()
     if not clock:
         return reading
@@ -390,6 +391,9 @@ def read_question(question: str, vocabulary: Vocabulary) -> Reading:
 
 
 _PERCENT_SIGN = re.compile(r"(?<![\d.])%")
+_COMPARISON_SIGN = re.compile(r"(?<![-=<>])(>=|<=|>|<)\s*(?=-?\d)")
+"""">", "<", ">=", "<=" before a number are said as words ("arr delay > 60"); "jfk->lax" is not."""
+_SIGN_WORDS = {">=": " at least ", "<=": " at most ", ">": " more than ", "<": " less than "}
 """A "%" not after a number is the word "percent" ("% of delta flights that arrived late")."""
 
 MAX_NAMED_WORDS = 4

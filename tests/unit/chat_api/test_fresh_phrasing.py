@@ -171,3 +171,34 @@ def test_airports_of_a_named_group_are_one_row_each_in_the_groups_role(
     asked = ask(analyst_toolbox, question)
     expected = hand(analyst_toolbox, sql)
     assert [(row[0], row[-1]) for row in asked.rows] == expected, asked.answer
+
+
+@pytest.mark.parametrize(
+    ("question", "where"),
+    [
+        ("flights from 3/1 to 3/15", "month = 3 AND day BETWEEN 1 AND 15"),
+        ("flights between 3/1 and 3/7", "month = 3 AND day BETWEEN 1 AND 7"),
+        ("how many flights on 2/8 and 2/9", "month = 2 AND day IN (8, 9)"),
+        ("flights on 3/15 and 4/15", "month IN (3, 4) AND day = 15"),
+        ("how many flights had an arr delay > 60", "arr_delay > 60"),
+        ("avg arr delay where dep delay >= 30", "dep_delay >= 30"),
+        ("flights with arr delay less than -30 to lax", "arr_delay < -30 AND dest = 'LAX'"),
+        ("flights with arr delay < -30 to lax", "arr_delay < -30 AND dest = 'LAX'"),
+        ("flights jfk->lax", "origin = 'JFK' AND dest = 'LAX'"),
+    ],
+)  # fmt: skip
+def test_date_ranges_signs_and_negative_numbers(
+    analyst_toolbox: Toolbox, question: str, where: str
+) -> None:
+    asked = ask(analyst_toolbox, question)
+    measure = "avg(arr_delay)" if question.startswith("avg") else "count(*)"
+    expected = one(analyst_toolbox, f"SELECT {measure} FROM flights WHERE {where}")
+    assert asked.rows[0][0] == pytest.approx(expected), asked.answer
+
+
+@pytest.mark.parametrize("question", ["flights 3/28 to 4/2", "flights on 1/31 and 2/1"])
+def test_slash_dates_that_would_pair_crosswise_are_refused(
+    analyst_toolbox: Toolbox, question: str
+) -> None:
+    asked = ask(analyst_toolbox, question)
+    assert not asked.sql and "can't answer" in asked.answer, asked.answer
