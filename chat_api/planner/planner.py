@@ -96,6 +96,8 @@ def _build_spec(
     notes = list(reading.notes)
     if previous is not None and reading.elliptic:  # "in july?": the previous query, narrowed
         reading = replace(reading, asks=(), followup=True)
+    elif previous is not None and reading.restates:  # "avg arr delay": of the same flights
+        reading = replace(reading, followup=True)
     base = previous if previous is not None and (reading.followup or not reading.asks) else None
     if base is not None:
         check_changes(reading)

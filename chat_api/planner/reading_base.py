@@ -99,8 +99,12 @@ class Reading:
         lone_agg: An aggregation said without a measure ("and the maximum?"): in a follow-up it
             re-aggregates the previous measure.
         followup: The question opens with a follow-up word ("and", "what about", "now").
-        elliptic: Only conditions or a breakdown were said, no measure, noun or count word
-            ("in july?", "from newark"): in a thread it continues the previous query.
+        elliptic: Only conditions or a breakdown were said, no measure, count word or
+            "flights" ("in july?", "from newark", "by carrier"): in a thread it continues the
+            previous query.
+        restates: Only a measure of a metric was said, no condition, value or "flights" ("avg
+            arr delay", "and the max distance by month"): in a thread it asks that measure of
+            the previous query's flights.
         flight_context: Words that only make sense for flights (fly, flights, "to" a place).
         origin_role: A bare "from"/"out of" without a place ("airports it flies from").
         compare: "vs", "compare", "which is busier, X or Y": one row per side.
@@ -125,6 +129,7 @@ class Reading:
     lone_agg: str | None = None
     followup: bool = False
     elliptic: bool = False
+    restates: bool = False
     flight_context: bool = False
     origin_role: bool = False
     compare: bool = False
@@ -151,6 +156,7 @@ class Draft:
     lone_agg: str | None = None
     followup: bool = False
     elliptic: bool = False
+    restates: bool = False
     flight_context: bool = False
     origin_role: bool = False
     compare: bool = False

@@ -125,7 +125,8 @@ class MarkerPasses(ConditionPasses):
         ):
             self._note("No measure was named; counting flights.")
             self.r.asks.append(Ask("flights", "count", "flights"))
-            self.r.elliptic = not any(
-                role_of(m) in ("noun", "metric", "count", "agg", "superlative", "top")
+            self.r.elliptic = not any(  # "in july?", "by carrier": no measure, not "flights"
+                role_of(m) in ("metric", "count", "agg", "superlative", "top")
+                or m.meaning == Word("noun", "flights")
                 for m in self.ms
             )

@@ -202,3 +202,30 @@ def test_slash_dates_that_would_pair_crosswise_are_refused(
 ) -> None:
     asked = ask(analyst_toolbox, question)
     assert not asked.sql and "can't answer" in asked.answer, asked.answer
+
+
+def test_a_breakdown_or_a_measure_alone_keeps_the_threads_conditions(
+    analyst_toolbox: Toolbox,
+) -> None:
+    cancelled = ask(analyst_toolbox, "cancelled flights in feb")
+    by_carrier = ask(analyst_toolbox, "by carrier", previous=cancelled.state)
+    expected = hand(
+        analyst_toolbox,
+        "SELECT a.name, count(*) FROM flights f JOIN airlines a USING (carrier) "
+        "WHERE dep_time IS NULL AND month = 2 GROUP BY 1 ORDER BY 2 DESC",
+    )
+    assert [tuple(r) for r in by_carrier.rows] == expected, by_carrier.answer
+    boston = ask(analyst_toolbox, "how many delta flights to boston")
+    delay = ask(analyst_toolbox, "avg arr delay", previous=boston.state)
+    assert delay.rows[0][0] == pytest.approx(
+        one(analyst_toolbox, "SELECT avg(arr_delay) FROM flights WHERE carrier = 'DL' AND "
+            "dest = 'BOS'")
+    ), delay.answer  # fmt: skip
+    fresh = ask(analyst_toolbox, "avg arr delay")  # no thread: all flights
+    assert fresh.rows[0][0] == pytest.approx(
+        one(analyst_toolbox, "SELECT avg(arr_delay) FROM flights")
+    )
+    new = ask(analyst_toolbox, "avg arr delay for flights to atlanta", previous=boston.state)
+    assert new.rows[0][0] == pytest.approx(
+        one(analyst_toolbox, "SELECT avg(arr_delay) FROM flights WHERE dest = 'ATL'")
+    ), new.answer
