@@ -31,12 +31,10 @@ No view is chosen here; :mod:`chat_api.planner.planner` maps a :class:`Reading` 
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from chat_api.planner.calendar import read_clock
 from chat_api.planner.lexicon import Word
-from chat_api.planner.members import METRICS
 from chat_api.planner.reading_base import (
     COUNTABLE,
     Ask,
@@ -48,13 +46,15 @@ from chat_api.planner.reading_base import (
     Scalar,
     UnanswerableError,
     number_of,
+    restates,
     role_of,
     said_of,
+    signs_as_words,
     single_value,
     word_of,
 )
 from chat_api.planner.reading_markers import FLIGHT_VERBS, MarkerPasses
-from chat_api.planner.vocabulary import Mention, Number, Value, Vocabulary, scan
+from chat_api.planner.vocabulary import Number, Value, Vocabulary, scan
 
 __all__ = [
     "COUNTABLE", "Ask", "Breakdown", "Condition", "Direction", "Operator", "Reading", "Scalar",
@@ -378,12 +378,11 @@ def read_question(question: str, vocabulary: Vocabulary) -> Reading:
         UnanswerableError: A word is unknown, a subject is outside the data model, or a number,
             comparator or unit can't be placed.
     """
-    said = _COMPARISON_SIGN.sub(lambda m: _SIGN_WORDS[m.group(1)], question)
-    text, clock = read_clock(_PERCENT_SIGN.sub(" percent ", said))
+    text, clock = read_clock(signs_as_words(question))
     mentions = scan(text, vocabulary)
     reading = _Reader(mentions, vocabulary).read()
     if not clock:
-        return replace(reading, restates=_restates(mentions, reading))
+        return replace(reading, restates=restates(mentions, reading))
     extra = tuple(
         Condition(c.slot, c.operator, c.values, c.phrase)  # type: ignore[arg-type]
         for c in clock
@@ -391,25 +390,6 @@ def read_question(question: str, vocabulary: Vocabulary) -> Reading:
     notes = [f"'{c.phrase}' → {c.slot} {c.operator} {c.value}." for c in clock]
     return replace(reading, conds=reading.conds + extra, notes=reading.notes + tuple(notes))
 
-
-def _restates(mentions: tuple[Mention, ...], reading: Reading) -> bool:
-    """Returns: only measures of metrics were asked, without a condition, a value, a count or
-    "flights" (``Reading.restates``)."""
-    return (
-        bool(reading.asks)
-        and all(ask.subject in METRICS for ask in reading.asks)
-        and not (reading.conds or reading.compare or reading.share)
-        and not any(
-            isinstance(m.meaning, Value) or m.meaning == Word("noun", "flights") for m in mentions
-        )
-    )
-
-
-_PERCENT_SIGN = re.compile(r"(?<![\d.])%")
-"""A "%" not after a number is the word "percent" ("% of delta flights that arrived late")."""
-_COMPARISON_SIGN = re.compile(r"(?<![-=<>])(>=|<=|>|<)\s*(?=-?\d)")
-"""">", "<", ">=", "<=" before a number are said as words ("arr delay > 60"); "jfk->lax" is not."""
-_SIGN_WORDS = {">=": " at least ", "<=": " at most ", ">": " more than ", "<": " less than "}
 
 MAX_NAMED_WORDS = 4
 """Unknown words an answer names; the rest are counted, so the reply stays small whatever the

@@ -10,10 +10,12 @@ the ones consumed so far and the :class:`Draft` being filled; the passes of
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
 from chat_api.planner.lexicon import Word
+from chat_api.planner.members import METRICS
 from chat_api.planner.vocabulary import Mention, Number, Value, Vocabulary
 
 Operator = Literal["equals", "notEquals", "in", "gt", "gte", "lt", "lte"]
@@ -215,6 +217,33 @@ def single_value(meaning: object) -> bool:
     noun ("by nyc airport", "each chicago airport") leaves it a breakdown, one row per member,
     with the group as a condition."""
     return isinstance(meaning, Value) and len(meaning.values) == 1
+
+
+def restates(mentions: tuple[Mention, ...], reading: Reading) -> bool:
+    """Returns: only measures of metrics were asked, without a condition, a value, a count or
+    "flights" (``Reading.restates``)."""
+    return (
+        bool(reading.asks)
+        and all(ask.subject in METRICS for ask in reading.asks)
+        and not (reading.conds or reading.compare or reading.share)
+        and not any(
+            isinstance(m.meaning, Value) or m.meaning == Word("noun", "flights") for m in mentions
+        )
+    )
+
+
+def signs_as_words(question: str) -> str:
+    """Returns: the question with "%" (not after a number) as "percent" and ">", "<", ">=", "<="
+    before a number as "more than", "less than", "at least", "at most"."""
+    said = _COMPARISON_SIGN.sub(lambda m: _SIGN_WORDS[m.group(1)], question)
+    return _PERCENT_SIGN.sub(" percent ", said)
+
+
+_PERCENT_SIGN = re.compile(r"(?<![\d.])%")
+"""A "%" not after a number is the word "percent" ("% of delta flights that arrived late")."""
+_COMPARISON_SIGN = re.compile(r"(?<![-=<>])(>=|<=|>|<)\s*(?=-?\d)")
+"""">", "<", ">=", "<=" before a number are said as words ("arr delay > 60"); "jfk->lax" is not."""
+_SIGN_WORDS = {">=": " at least ", "<=": " at most ", ">": " more than ", "<": " less than "}
 
 
 class Cursor:
