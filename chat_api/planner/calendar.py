@@ -17,7 +17,8 @@ Rules: morning is a scheduled hour before 12, afternoon 12 to 16, evening 17 or 
 H" and "H or later" mean a scheduled hour of at least H; a week of a month is days 1-7, 8-14,
 15-21, 22-28 (the last week: the last seven days); summer is June to August, winter December to
 February (of the same year: the data holds one year), spring March to May, autumn September to
-November; a weekend is Saturday and Sunday; "3/15" is March 15 (a slash date with another year
+November; a weekend is Saturday and Sunday, "on weekdays" Monday to Friday ("by weekday" is
+the day-of-week breakdown); "3/15" is March 15 (a slash date with another year
 than the data's is left unread, so the question is refused).
 """
 
@@ -69,6 +70,10 @@ def calendar_phrases(years: Iterable[int]) -> dict[tuple[str, ...], Value]:
     for season, months in SEASON_MONTHS.items():
         out[(season,)] = Value("month", months, season)
     weekend = Value("weekday", ("Saturday", "Sunday"), "weekends")
+    workdays = Value("weekday", WEEKDAY_NAMES[:5], "weekdays (Monday to Friday)")
+    for words in (("on", "weekdays"), ("on", "weekday"), ("on", "a", "weekday"),
+                  ("weekdays", "only"), ("during", "the", "week"), ("midweek",)):  # fmt: skip
+        out[words] = workdays  # "by weekday" stays the day-of-week breakdown
     for words in (("weekend",), ("weekends",), ("the", "weekend"), ("the", "weekends")):
         out[words] = weekend
     for number, word in ((1, "first"), (2, "second"), (3, "third"), (4, "fourth")):

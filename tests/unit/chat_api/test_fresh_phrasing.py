@@ -229,3 +229,17 @@ def test_a_breakdown_or_a_measure_alone_keeps_the_threads_conditions(
     assert new.rows[0][0] == pytest.approx(
         one(analyst_toolbox, "SELECT avg(arr_delay) FROM flights WHERE dest = 'ATL'")
     ), new.answer
+
+
+def test_on_weekdays_is_monday_to_friday_and_by_weekday_stays_a_breakdown(
+    analyst_toolbox: Toolbox,
+) -> None:
+    asked = ask(analyst_toolbox, "flights with more than 1 hr delay on weekdays")
+    expected = one(
+        analyst_toolbox,
+        "SELECT count(*) FROM flights WHERE arr_delay > 60 AND "
+        "isodow(make_date(year, month, day)) <= 5",
+    )
+    assert asked.rows == [[expected]], asked.answer
+    by_day = ask(analyst_toolbox, "flights per weekday")
+    assert len(by_day.rows) == 7
