@@ -15,7 +15,7 @@ from pathlib import Path
 from chat_api.evaluation.questions import FRESH_FILE, QUESTIONS_FILE, load_questions
 from chat_api.evaluation.report import EvalReport, build_report, render_text
 
-__all__ = ["EvalReport", "evaluate", "render_text"]
+__all__ = ["EvalReport", "evaluate", "file_tag", "render_text"]
 
 
 def evaluate(
@@ -64,6 +64,19 @@ def _default_files() -> list[tuple[Path, str]]:
     """Returns: the base set and every ``questions_fresh*.yaml`` (tags ``fresh``, ``fresh-2``)."""
     found = [(QUESTIONS_FILE, "base")]
     for path in sorted(FRESH_FILE.parent.glob("questions_fresh*.yaml")):
-        suffix = path.stem.removeprefix("questions_fresh")
-        found.append((path, f"fresh-{suffix}" if suffix else "fresh"))
+        found.append((path, file_tag(path)))
     return found
+
+
+def file_tag(path: Path) -> str:
+    """Returns the tag of a questions file, from its name.
+
+    ``questions.yaml`` is ``base``, ``questions_fresh.yaml`` ``fresh``, ``questions_fresh3.yaml``
+    ``fresh-3``; another name its stem.
+    """
+    if path.stem == "questions":
+        return "base"
+    if path.stem.startswith("questions_fresh"):
+        suffix = path.stem.removeprefix("questions_fresh")
+        return f"fresh-{suffix}" if suffix else "fresh"
+    return path.stem

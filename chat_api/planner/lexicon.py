@@ -48,8 +48,10 @@ def _lexicon(table: Mapping[tuple[Role, str], str]) -> dict[tuple[str, ...], Wor
 
 
 LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
-    ("metric", "arr_delay"): "arrival delay, arrival delays, arr delay, arrival delay time",
-    ("metric", "dep_delay"): "departure delay, departure delays, dep delay, departure delay time",
+    ("metric", "arr_delay"): "arrival delay, arrival delays, arr delay, arrival delay time, "
+    "arr delays",
+    ("metric", "dep_delay"): "departure delay, departure delays, dep delay, departure delay time, "
+    "dep delays, dept delay, dept delays",
     ("metric", "delay"): "delay, delays, how late, how delayed, lateness",
     ("metric", "distance"): "distance, distances, mileage, miles flown, flight distance, how far, "
     "far",
@@ -105,6 +107,8 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("superlative", "min:temp"): "coldest",
     ("superlative", "max:wind_speed"): "windiest",
     ("superlative", "max:flights"): "busiest, most busy",
+    ("superlative", "max:arr_delay"): "most delayed",
+    ("superlative", "min:arr_delay"): "least delayed",
     ("superlative", "min:flights"): "least busy, quietest",
     ("count", "count"): "how many, number of, count of, count, counts, total number of, volume, "
     "volumes, traffic, flight volume",
@@ -113,7 +117,8 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("breakdown", ""): "by, per, for each, for every, each, every, across, broken down by, "
     "grouped by, split by, in each, for all",
     ("breakdown", "months"): "monthly, month by month, each month, every month",
-    ("breakdown", "hours"): "hourly, each hour, every hour, by hour, per hour",
+    ("breakdown", "hours"): "hourly, each hour, every hour, by hour, per hour, by hour of day, "
+    "by hour of the day, per hour of day, per hour of the day",
     ("breakdown", "years"): "yearly, annual, annually",
     ("breakdown", "quarters"): "quarterly, by quarter, per quarter, each quarter",
     ("breakdown", "weekdays"): "by day of week, by day of the week, per day of week, "
@@ -150,8 +155,8 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     "manufactured by, produced by",
     ("delay", "late"): "delayed, late, delayed by, behind schedule, behind",
     ("delay", "early"): "early, ahead of schedule",
-    ("direction", "dep"): "depart, departs, departed, departure, left, took off",
-    ("direction", "arr"): "arrive, arrives, arrived, arrival, landed",
+    ("direction", "dep"): "depart, departs, departed, departure, left, took off, dept, dep",
+    ("direction", "arr"): "arrive, arrives, arrived, arrival, landed, arr",
     ("overall", "overall"): "overall, in total, altogether, all together, without breakdown, "
     "in all, no breakdown, across the whole dataset, across the dataset, in the whole dataset, "
     "across all flights, in the whole data",
@@ -203,8 +208,9 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     "hold, holds, carry, carries, using, used, use, or, while, weather, international, intl, "
     "airport named, table, tables, planes table, them, thing, things, full, name, "
     "names, spent, busy, "
-    "in hours with, during hours with, hours with, in hours when, hours when, in rain, "
-    "in the rain, rainy, morning, evening, afternoon, single, covered, counting, counted, "
+    "in hours with, during hours with, hours with, in hours when, hours when, morning, evening, "
+    "afternoon, single, covered, counting, counted, "
+    "pls, plz, thx, thanks, break down, breakdown, breakdown of, "
     "in the hour, that hour, in that hour, vary, varied, change, changed, evolve, evolved, "
     "cover, covers, sends, send, sent, at departure, which is, with their, along with, "
     "together with, is it, leave",

@@ -4,8 +4,11 @@ A token that is neither a lexicon phrase nor a value is tried, in order, as the 
 plural (``inflect``: "Mondays" -> "monday"), a number word (``word2number``: "thirty"), and a
 close spelling of a one-word *value* of the data (``rapidfuzz``: "Laguadia" -> "laguardia",
 score at least 88 of 100, five letters or more; the answer names the value linked). Lexicon
-words are not matched loosely: "planet" must not become "plane". Otherwise the token stays
-unrecognised and the reader names it.
+words are not matched loosely: "planet" must not become "plane". The one typo they tolerate is
+two neighbouring letters swapped in a word of five letters or more ("flgihts" -> "flights",
+"delya" -> "delay"): a swap keeps every letter, so it cannot turn one real word into another
+the way a dropped or added letter can. Otherwise the token stays unrecognised and the reader
+names it.
 """
 
 from __future__ import annotations
@@ -35,11 +38,31 @@ def link_unknown(token: str, word: str, vocabulary: Vocabulary) -> Mention:
     number = _number_word(word)
     if number is not None:
         return Mention(token, Number(number))
+    swapped = swapped_letters(word)
+    if swapped is not None:
+        return Mention(token, swapped)
     if len(word) >= _FUZZY_MIN_LENGTH and word.isalpha():
         match = _fuzzy(word, vocabulary)
         if match is not None:
             return Mention(token, match)
     return Mention(token, None)
+
+
+def swapped_letters(word: str) -> Word | None:
+    """Returns the lexicon word ``word`` spells with two neighbouring letters swapped, or None.
+
+    "flgihts" -> flights; words under five letters are never read so.
+    """
+    if len(word) < _FUZZY_MIN_LENGTH or not word.isalpha():
+        return None
+    for i in range(len(word) - 1):
+        if word[i] == word[i + 1]:
+            continue
+        candidate = word[:i] + word[i + 1] + word[i] + word[i + 2 :]
+        found = LEXICON.get((candidate,)) or LEXICON.get((_singular(candidate) or candidate,))
+        if found is not None:
+            return found
+    return None
 
 
 @functools.cache

@@ -56,7 +56,7 @@ from chat_api.planner.reading import (
     UnanswerableError,
     read_question,
 )
-from chat_api.planner.shapes import compared, has_sides, shared
+from chat_api.planner.shapes import compared, has_sides, refuse_grouped_sides, shared
 from chat_api.planner.specs import Filter, QuerySpec, render_filter, render_semantic_sql
 from chat_api.planner.vocabulary import Vocabulary
 
@@ -94,6 +94,10 @@ def _build_spec(
     reading: Reading, vocabulary: Vocabulary, previous: QuerySpec | None
 ) -> tuple[QuerySpec, list[str]]:
     notes = list(reading.notes)
+    if previous is not None and reading.elliptic:  # "in july?": the previous query, narrowed
+        reading = replace(reading, asks=(), followup=True)
+    elif previous is not None and reading.restates:  # "avg arr delay": of the same flights
+        reading = replace(reading, followup=True)
     base = previous if previous is not None and (reading.followup or not reading.asks) else None
     if base is not None:
         check_changes(reading)
@@ -146,6 +150,7 @@ def _shaped(
         spec = replace(spec, filters=spec.filters + part)
     carried = base is not None and base.compare and not reading.dims
     if reading.compare_explicit or carried or (reading.compare and has_sides(spec)):
+        refuse_grouped_sides(reading.conds)
         spec = compared(spec, notes)
     return spec
 
@@ -250,19 +255,32 @@ def _aggregated_member(ask: Ask, has_dims: bool, notes: list[str]) -> tuple[str,
 def _filters(
     conds: Sequence[Condition], view: str, vocabulary: Vocabulary, notes: list[str]
 ) -> tuple[Filter, ...]:
-    merged: dict[tuple[str, str], Filter] = {}
+    """Merges the conditions on one member into one list of values ("JFK or LGA").
+
+    The exception is a wider one that strictly holds all the others ("Chicago" and "Midway",
+    "summer" and "July"): it stays a condition of its own, before them (their intersection; in a
+    share, the whole and its part).
+    """
+    groups: dict[tuple[str, str], list[Condition]] = {}
     for cond in conds:
         member = f"{view}.{_slot_member(cond, view, vocabulary)}"
-        key = (member, cond.operator)
-        old = merged.get(key)
-        values = cond.values if old is None else old.values + cond.values
-        operator = cond.operator
-        if operator == "equals" and len(values) > 1:
-            operator = "in"
-        merged[key] = Filter(member, operator, tuple(dict.fromkeys(values)))
+        groups.setdefault((member, cond.operator), []).append(cond)
         said = render_filter(Filter(member, cond.operator, cond.values))
         notes.append(f"'{cond.phrase}' → filter {said}.")
-    return tuple(merged.values())
+    out: list[Filter] = []
+    for (member, operator), group in groups.items():
+        wide = [c for c in group if operator == "equals" and _holds_the_others(c, group)]
+        rest = [c for c in group if c not in wide]
+        for part in [[c] for c in wide] + ([rest] if rest else []):
+            values = tuple(dict.fromkeys(v for c in part for v in c.values))
+            merged = "in" if operator == "equals" and len(values) > 1 else operator
+            out.append(Filter(member, merged, values))  # type: ignore[arg-type]
+    return tuple(out)
+
+
+def _holds_the_others(cond: Condition, group: list[Condition]) -> bool:
+    others = {v for c in group if c is not cond for v in c.values}
+    return bool(others) and others < set(cond.values)
 
 
 def _slot_member(cond: Condition, view: str, vocabulary: Vocabulary) -> str:

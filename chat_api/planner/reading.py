@@ -46,11 +46,14 @@ from chat_api.planner.reading_base import (
     Scalar,
     UnanswerableError,
     number_of,
+    restates,
     role_of,
     said_of,
+    signs_as_words,
+    single_value,
     word_of,
 )
-from chat_api.planner.reading_markers import MarkerPasses
+from chat_api.planner.reading_markers import FLIGHT_VERBS, MarkerPasses
 from chat_api.planner.vocabulary import Number, Value, Vocabulary, scan
 
 __all__ = [
@@ -162,7 +165,7 @@ class _Reader(MarkerPasses):
         elif before is not None and before.role == "count":
             agg = self._counted_metric(word, before, p)
             said.append(p)
-        elif before is not None and before == Word("breakdown", "") and self.r.rank is not None:
+        elif before is not None and before == Word("breakdown", "") and self._ranking_said():
             self.used.add(p)  # "rank the airports *by* average delay": the ranking's measure
         elif before is not None and before == Word("breakdown", ""):
             raise UnanswerableError(
@@ -198,13 +201,13 @@ class _Reader(MarkerPasses):
         cue = word_of(self._at(cue_index))
         cue_role = cue.role if cue is not None else ""
         after = word_of(self._at(self._step(i, 1)))
-        named = any(isinstance(m.meaning, Value) for m in self.ms[cue_index + 1 : i])
+        named = any(single_value(m.meaning) for m in self.ms[cue_index + 1 : i])
         if word.key == "flights" and after is not None and after.role == "count":
             self._count(i, word, self._step(i, 1))  # "what's the flight count ..."
         elif cue_role == "compare" and word.key in COUNTABLE:
             self._count(i, word, cue_index)  # "which had more departures"
         elif cue_role in ("which", "top") or (cue == Word("breakdown", "") and not named):
-            self._dimension(i, word, cue_index, number)
+            self._dimension(i, self._group_airports(word, cue_index, i), cue_index, number)
         elif self._continues_breakdown(cue_index):
             self._dimension(i, word, -1, None)
         elif number is not None:
@@ -319,6 +322,8 @@ class _Reader(MarkerPasses):
             elif word.hint and not self.r.asks:
                 self.r.asks.append(Ask(word.hint, None, m.text, direction))
                 continue
+            elif not self.r.asks and self._words & FLIGHT_VERBS:  # "which airline flies the most"
+                self.r.asks.append(Ask("flights", "count", m.text))
             elif not self.r.asks or self.r.rank is not None:
                 raise UnanswerableError(f"I can't tell what '{m.text}' ranks by.")
             self.r.rank, self.r.rank_phrase = direction, m.text
@@ -381,11 +386,15 @@ def read_question(question: str, vocabulary: Vocabulary) -> Reading:
         UnanswerableError: A word is unknown, a subject is outside the data model, or a number,
             comparator or unit can't be placed.
     """
-    text, clock = read_clock(question)
-    reading = _Reader(scan(text, vocabulary), vocabulary).read()
+    text, clock = read_clock(signs_as_words(question))
+    mentions = scan(text, vocabulary)
+    reading = _Reader(mentions, vocabulary).read()
     if not clock:
-        return reading
-    extra = tuple(Condition(c.slot, c.operator, (c.value,), c.phrase) for c in clock)  # type: ignore[arg-type]
+        return replace(reading, restates=restates(mentions, reading))
+    extra = tuple(
+        Condition(c.slot, c.operator, c.values, c.phrase)  # type: ignore[arg-type]
+        for c in clock
+    )
     notes = [f"'{c.phrase}' → {c.slot} {c.operator} {c.value}." for c in clock]
     return replace(reading, conds=reading.conds + extra, notes=reading.notes + tuple(notes))
 

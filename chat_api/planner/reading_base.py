@@ -10,11 +10,13 @@ the ones consumed so far and the :class:`Draft` being filled; the passes of
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
 from chat_api.planner.lexicon import Word
-from chat_api.planner.vocabulary import Mention, Number, Vocabulary
+from chat_api.planner.members import METRICS
+from chat_api.planner.vocabulary import Mention, Number, Value, Vocabulary
 
 Operator = Literal["equals", "notEquals", "in", "gt", "gte", "lt", "lte"]
 Direction = Literal["asc", "desc"]
@@ -99,6 +101,12 @@ class Reading:
         lone_agg: An aggregation said without a measure ("and the maximum?"): in a follow-up it
             re-aggregates the previous measure.
         followup: The question opens with a follow-up word ("and", "what about", "now").
+        elliptic: Only conditions or a breakdown were said, no measure, count word or
+            "flights" ("in july?", "from newark", "by carrier"): in a thread it continues the
+            previous query.
+        restates: Only a measure of a metric was said, no condition, value or "flights" ("avg
+            arr delay", "and the max distance by month"): in a thread it asks that measure of
+            the previous query's flights.
         flight_context: Words that only make sense for flights (fly, flights, "to" a place).
         origin_role: A bare "from"/"out of" without a place ("airports it flies from").
         compare: "vs", "compare", "which is busier, X or Y": one row per side.
@@ -122,6 +130,8 @@ class Reading:
     overall: bool = False
     lone_agg: str | None = None
     followup: bool = False
+    elliptic: bool = False
+    restates: bool = False
     flight_context: bool = False
     origin_role: bool = False
     compare: bool = False
@@ -147,6 +157,8 @@ class Draft:
     overall: bool = False
     lone_agg: str | None = None
     followup: bool = False
+    elliptic: bool = False
+    restates: bool = False
     flight_context: bool = False
     origin_role: bool = False
     compare: bool = False
@@ -201,6 +213,47 @@ def unit_of(mention: Mention | None) -> str | None:
     return _UNIT_WORDS.get(mention.word) if mention is not None else None
 
 
+def single_value(meaning: object) -> bool:
+    """Returns whether a value names one thing.
+
+    A group ("nyc", "chicago") between "by"/"each" and a noun ("by nyc airport", "each chicago
+    airport") leaves it a breakdown, one row per member, with the group as a condition.
+    """
+    return isinstance(meaning, Value) and len(meaning.values) == 1
+
+
+def restates(mentions: tuple[Mention, ...], reading: Reading) -> bool:
+    """Returns whether only measures of metrics were asked (``Reading.restates``).
+
+    That is, without a condition, a value, a count or "flights".
+    """
+    return (
+        bool(reading.asks)
+        and all(ask.subject in METRICS for ask in reading.asks)
+        and not (reading.conds or reading.compare or reading.share)
+        and not any(
+            isinstance(m.meaning, Value) or m.meaning == Word("noun", "flights") for m in mentions
+        )
+    )
+
+
+def signs_as_words(question: str) -> str:
+    """Returns the question with signs written as words.
+
+    "%" (not after a number) becomes "percent" and ">", "<", ">=", "<=" before a number as "more
+    than", "less than", "at least", "at most".
+    """
+    said = _COMPARISON_SIGN.sub(lambda m: _SIGN_WORDS[m.group(1)], question)
+    return _PERCENT_SIGN.sub(" percent ", said)
+
+
+_PERCENT_SIGN = re.compile(r"(?<![\d.])%")
+"""A "%" not after a number is the word "percent" ("% of delta flights that arrived late")."""
+_COMPARISON_SIGN = re.compile(r"(?<![-=<>])(>=|<=|>|<)\s*(?=-?\d)")
+"""">", "<", ">=", "<=" before a number are said as words ("arr delay > 60"); "jfk->lax" is not."""
+_SIGN_WORDS = {">=": " at least ", "<=": " at most ", ">": " more than ", "<": " less than "}
+
+
 class Cursor:
     """The mentions of one question, which of them are consumed, and the draft reading.
 
@@ -227,3 +280,34 @@ class Cursor:
 
     def _note(self, text: str) -> None:
         self.r.notes.append(text)
+
+    def _ranking_said(self) -> bool:
+        """Returns whether a ranking was read or a ranking word is said anywhere.
+
+        "*worst* 3 carriers by avg dep delay": "by" then names the ranking's measure, not a
+        breakdown.
+        """
+        return self.r.rank is not None or any(role_of(m) in ("superlative", "top") for m in self.ms)
+
+    def _group_airports(self, word: Word, cue_index: int, i: int) -> Word:
+        """Returns the role a group of airports plays for "airports", else ``word``.
+
+        Applies when the group stands before "airports" or right after "in"/"at" ("by chicago
+        airport", "which airport in chicago"): destinations unless every member is an origin.
+        """
+        after = [j for j in range(i + 1, len(self.ms)) if self._said_at(j)]
+        groups = [
+            m.meaning for m in [*self.ms[cue_index + 1 : i], *(self.ms[j] for j in after)]
+            if isinstance(m.meaning, Value) and m.meaning.kind == "airport"
+            and len(m.meaning.values) > 1
+        ]  # fmt: skip
+        if word.key != "airports" or not groups:
+            return word
+        inside = all(set(g.values) <= self.vocabulary.origins for g in groups)
+        return Word("noun", "origins" if inside else "destinations")
+
+    def _said_at(self, j: int) -> bool:
+        """Returns: mention ``j`` is a value right after "in"/"at" (no from/to role)."""
+        return isinstance(self.ms[j].meaning, Value) and word_of(
+            self._at(self._step(j, -1))
+        ) == Word("place_role", "at")

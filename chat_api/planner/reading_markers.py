@@ -31,7 +31,7 @@ _RATE_WORDS = ("rate", "performance", "percentage")
 _COUNTED_NOUNS = frozenset(Word("noun", key) for key in COUNTABLE)
 _REFERRING = frozenset({"their", "those", "these", "they"})
 """Words that point back at the previous question wherever they stand."""
-_FLIGHT_VERBS = frozenset({
+FLIGHT_VERBS = frozenset({
     "fly", "flies", "flew", "flown", "flying", "operate", "operates", "operated", "operating",
     "serve", "serves", "served",
 })  # fmt: skip
@@ -58,7 +58,7 @@ class MarkerPasses(ConditionPasses):
                 self._on_time(i, m)
             elif role == "overall":
                 self.r.overall = True
-            elif m.word in _FLIGHT_VERBS:
+            elif m.word in FLIGHT_VERBS:
                 self.r.flight_context = True
             if role in ("followup", "overall"):
                 self.used.add(i)
@@ -143,3 +143,8 @@ class MarkerPasses(ConditionPasses):
         ):
             self._note("No measure was named; counting flights.")
             self.r.asks.append(Ask("flights", "count", "flights"))
+            self.r.elliptic = not any(  # "in july?", "by carrier": no measure, not "flights"
+                role_of(m) in ("metric", "count", "agg", "superlative", "top")
+                or m.meaning == Word("noun", "flights")
+                for m in self.ms
+            )

@@ -2,7 +2,10 @@
 
 - A comparison ("JFK vs LGA", "compare United and Delta", "Newark or LaGuardia: which is
   busier?") is one row per side: the filter naming the sides (``origin IN ('JFK', 'LGA')``)
-  stays, and its member becomes the first breakdown. Never one merged number.
+  stays, and its member becomes the first breakdown. Never one merged number. A side that
+  names a group ("Chicago": ORD and MDW, "winter": three months) is refused
+  (:func:`refuse_grouped_sides`): one row per airport or month would answer another question
+  ("ORD has more" for "Chicago vs Houston"), and a group total needs a query per side.
 - A share ("percentage of flights cancelled", "what share of JFK's flights does JetBlue
   operate?") is a part of the flights asked about. Cancellations use the model's
   ``cancellation_rate`` measure (cancelled = no actual departure time; denominator: all flights
@@ -18,6 +21,7 @@ from dataclasses import replace
 
 from chat_api.planner.members import column_name
 from chat_api.planner.reading import UnanswerableError
+from chat_api.planner.reading_base import Condition
 from chat_api.planner.specs import Filter, QuerySpec
 
 _SIDE_DIMENSIONS = {
@@ -30,6 +34,10 @@ _PART_MEMBERS = frozenset({
     "arr_delay", "dep_delay", "air_time", "distance", "dep_temp", "dep_humid", "dep_wind_speed",
     "dep_wind_gust", "dep_precip", "dep_visib", "plane_seats", "hour",
 })  # fmt: skip
+_SAME_SLOTS = (
+    frozenset({"origin", "dest", "place"}), frozenset({"month"}), frozenset({"weekday"}),
+    frozenset({"carrier"}), frozenset({"manufacturer"}),
+)  # fmt: skip
 _NO_SIDES = (
     "To compare, name two or more values of one kind, for example 'JFK vs LGA', 'United and "
     "Delta' or 'July or December'."
@@ -39,6 +47,33 @@ _NO_SIDES = (
 def has_sides(spec: QuerySpec) -> bool:
     """Returns: True when a filter names two or more sides ("Newark or LaGuardia")."""
     return any(f.operator == "in" and len(f.values) >= 2 for f in spec.filters)
+
+
+def refuse_grouped_sides(conds: tuple[Condition, ...]) -> None:
+    """Refuses a comparison whose sides are groups (module docstring).
+
+    Args:
+        conds: The conditions read from the question.
+
+    Raises:
+        UnanswerableError: Two or more conditions on one slot, one of which names several
+            values ("chicago" vs "houston"); the answer names the groups.
+    """
+    for slots in _SAME_SLOTS:
+        sides = [c for c in conds if c.slot in slots and c.operator == "equals"]
+        held = [c for c in sides if not _holds_the_others(c, sides)]  # "chicago: ORD or MDW"
+        if len(held) >= 2 and any(len(c.values) > 1 for c in held):
+            groups = " and ".join(f"'{c.phrase}'" for c in held if len(c.values) > 1)
+            raise UnanswerableError(
+                f"A side of this comparison names several values ({groups}); I compare single "
+                "values side by side (one airport, carrier or month per side). Ask about each "
+                "side on its own."
+            )
+
+
+def _holds_the_others(cond: Condition, sides: list[Condition]) -> bool:
+    others = {v for c in sides if c is not cond for v in c.values}
+    return len(sides) > 1 and others <= set(cond.values)
 
 
 def compared(spec: QuerySpec, notes: list[str]) -> QuerySpec:

@@ -158,9 +158,12 @@ _NAME_SUFFIXES = _word_set(
     "inc co corp corporation ltd spa intl international airport arpt regional rgnl"
 )
 _MANUFACTURER_SUFFIXES = _NAME_SUFFIXES | {"aircraft", "industrie", "aerospace", "design"}
-_TOKEN = re.compile(r"\d+(?:,\d{3})+(?:\.\d+)?(?![A-Za-z])|\d+\.\d+|[A-Za-z0-9]+")
+_TOKEN = re.compile(
+    r"(?<![\w-])-\d+(?:\.\d+)?(?![\w.])|\d+(?:,\d{3})+(?:\.\d+)?(?![A-Za-z])|\d+\.\d+|[A-Za-z0-9]+"
+)
+"""Tokens; a number after a space may be negative ("less than -30"), "JFK-LAX" and "10-16" not."""
 _POSSESSIVE = re.compile(r"(\w)['’]s\b")
-_NUMBER = re.compile(r"(\d+(?:,\d{3})*(?:\.\d+)?)(st|nd|rd|th)?", re.IGNORECASE)
+_NUMBER = re.compile(r"(-?\d+(?:,\d{3})*(?:\.\d+)?)(st|nd|rd|th)?", re.IGNORECASE)
 
 
 def tokenize(text: str) -> list[str]:

@@ -9,6 +9,7 @@ the phrasings that failed.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -16,17 +17,23 @@ import typer
 CategoryOption = Annotated[
     list[str] | None, typer.Option("--category", help="Only this category (repeatable).")
 ]
+FileOption = Annotated[
+    list[Path] | None,
+    typer.Option("--file", help="Only this questions file (repeatable); default all of them."),
+]
 
 
 def run_eval(
     category: CategoryOption = None,
+    file: FileOption = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     failures: Annotated[bool, typer.Option(help="List the failed phrasings.")] = True,
 ) -> None:
     """Score the agent on the evaluation questions: per-category execution accuracy."""
-    from chat_api.evaluation import evaluate, render_text  # the agent and pandas: load on use
+    from chat_api.evaluation import evaluate, file_tag, render_text  # load on use: pandas
 
-    report = evaluate(categories=category)
+    files = [(path, file_tag(path)) for path in file] if file else None
+    report = evaluate(categories=category, files=files)
     if json_output:
         typer.echo(json.dumps(report.as_json(), indent=2))
     else:

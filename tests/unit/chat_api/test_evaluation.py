@@ -95,3 +95,24 @@ def test_scoring_values_rows_refusals_and_rls() -> None:
 def test_close_and_text_numbers() -> None:
     assert text_numbers("1,234 flights, 12.5% and -3 minutes") == [1234.0, 12.5, -3.0]
     assert close(100_100, 100_000) and not close(101_000, 100_000)
+
+
+def test_fresh3_is_a_set_of_80_in_every_category_and_tagged_by_its_file_name() -> None:
+    from chat_api.evaluation import file_tag
+
+    path = FRESH_FILE.parent / "questions_fresh3.yaml"
+    questions = load_questions(path, tag=file_tag(path))
+    assert sum(len(i.all_turns()) for i in questions.items) >= 80
+    assert {item.category for item in questions.items} == set(CATEGORIES)
+    assert {item.tag for item in questions.items} == {"fresh-3"}
+    assert all(len(i.turns) >= 4 for i in questions.items if i.category == "followup")
+    assert file_tag(QUESTIONS_FILE) == "base" and file_tag(FRESH_FILE) == "fresh"
+
+
+def test_fresh4_is_25_or_more_turns_tagged_by_its_file_name() -> None:
+    from chat_api.evaluation import file_tag
+
+    path = FRESH_FILE.parent / "questions_fresh4.yaml"
+    questions = load_questions(path, tag=file_tag(path))
+    assert sum(len(i.all_turns()) for i in questions.items) >= 25
+    assert {item.tag for item in questions.items} == {"fresh-4"}
