@@ -18,6 +18,9 @@ Tables (design.md, "Archive tables"), one row per:
 * ``stream_lines``: raw NDJSON line, bytes exactly as received — key (job, attempt, line_no);
   ``raw_sha256`` and ``chain_hash`` make it tamper-evident (:mod:`pipeline.archive.chain`, migration
   0002); ``redaction``/``redacted_at`` mark content removed by retention or redaction.
+  Partitioned by month of ``partition_at`` (the job's submit time, else the line's receive
+  time: :attr:`models.records.LineEnvelope.partition_at`), which the key therefore includes
+  (migration 0006, ``docs/archive.md``).
 * ``messages``, ``tool_calls``, ``sql_queries``, ``answers``: derived from a complete attempt's
   lines by :func:`pipeline.transcript.normalise.normalise`; recomputable from ``stream_lines``.
 
@@ -117,6 +120,7 @@ jobs = Table(
     _tz("updated_at", nullable=False, now=True),
     _one_of("status", JOB_STATUSES, "status"),
     Index("ix_jobs_run_id", "run_id"),
+    Index("ix_jobs_asked_at", func.coalesce(text("started_at"), text("submitted_at"))),
 )
 
 job_events = Table(
@@ -150,6 +154,7 @@ stream_lines = Table(
     Column("chain_hash", LargeBinary),
     Column("redaction", Text),
     _tz("redacted_at"),
+    Column("partition_at", DateTime(timezone=True), primary_key=True),
     _one_of("redaction", REDACTIONS, "redaction"),
     Index(
         "ix_stream_lines_unchained",

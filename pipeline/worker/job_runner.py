@@ -333,6 +333,7 @@ class JobRunner:
             chat_id=run.state.chat_id,
             message=line.message,
             parse_error=line.parse_error,
+            job_at=run.job.submitted_at,
         )
         try:
             await output.send_line(envelope)
