@@ -25,8 +25,9 @@ from bench.results import RESULTS_DIR, Result, format_line, results_document, wr
 from bench.transcripts import load_transcripts
 from bench.workload import record
 
-BENCHMARKS: Final = ("sink", "streams", "e2e", "chat-api")
-"""Names for ``--only``; growth (benchmark 5) comes with ``sink`` and ``e2e``."""
+BENCHMARKS: Final = ("sink", "streams", "e2e", "chat-api", "growth")
+"""Names for ``--only``; growth (benchmark 5) comes with ``sink`` and ``e2e``; ``growth`` is the
+archive growth benchmark of issue 13 (:mod:`bench.archive_growth`, 100k to 10M lines)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -84,7 +85,13 @@ def run(
         if synthetic:
             synthetic[0].stop()
     add(suite.growth_results(sink_figures, e2e_figures))
+    if "growth" in selected:
+        add(suite.archive_growth_results(transcripts, scale, progress=_progress))
     return results
+
+
+def _progress(text: str) -> None:
+    print(text, flush=True)
 
 
 def _start_synthetic() -> tuple[processes.Child, str]:
