@@ -125,6 +125,25 @@ def test_ensure_creates_months_ahead_and_takes_over_strays(
     ]
 
 
+def test_the_writer_creates_this_and_next_month_before_its_first_batch(
+    engine: sa.Engine, settings: Settings
+) -> None:
+    schema = settings.database_schema
+    month = partitions.month_start(datetime.now(UTC))
+    following = partitions.partition_name(partitions.add_months(month, 1))
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'DROP TABLE "{schema}"."{following}"')
+    writer = ArchiveWriter(engine, schema=schema)
+    assert writer.write_batch(_lines("job-now", 2, job_at=None), []).lines_inserted == 2
+    with engine.connect() as conn:
+        names = [p.name for p in partitions.list_partitions(conn, schema=schema)]
+    assert following in names
+    assert writer.ensure_partitions(now=datetime(2030, 12, 5, tzinfo=UTC)) == [
+        "stream_lines_p2030_12",
+        "stream_lines_p2031_01",
+    ]
+
+
 def test_db_partitions_ensure_command_creates_this_and_next_months(
     settings: Settings, pg_schema: str
 ) -> None:
