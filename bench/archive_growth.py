@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import random
 import shutil
 import statistics
@@ -66,6 +67,8 @@ FILL_CHUNK_JOBS: Final = 50_000
 BYTES_PER_LINE: Final = 1_400
 DISK_PATH: Final = Path("/work")
 HISTORY_DAYS: Final = 200
+KEEP_ENV: Final = "BENCH_GROWTH_KEEP"
+"""Set to ``1`` to keep the bench schema for inspection (``EXPLAIN`` at 10M lines)."""
 TABLES: Final = (
     "jobs", "job_events", "stream_lines", "messages", "tool_calls", "sql_queries", "answers",
 )  # fmt: skip
@@ -118,10 +121,17 @@ def measure(
             emit(f"bench growth: {size} lines filled in {fill_s:.0f} s, {_describe(steps[-1])}")
         return steps
     finally:
-        with psycopg.connect(conninfo(space.settings), autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(space.schema))
-            )
+        if os.environ.get(KEEP_ENV) == "1":
+            emit(f"bench growth: schema {space.schema} kept ({KEEP_ENV}=1); drop it by hand")
+        else:
+            _drop(space)
+
+
+def _drop(space: BenchSpace) -> None:
+    with psycopg.connect(conninfo(space.settings), autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(space.schema))
+        )
 
 
 def _short_of_disk(lines: int) -> bool:
@@ -258,7 +268,8 @@ def _fill(archive: _Archive, lines: int) -> float:
                 "b": target_jobs // JOBS_PER_RUN,
             },
         )
-        conn.execute("ANALYZE")
+        for table in TABLES:  # autovacuum would otherwise run during the measurements
+            conn.execute(f"VACUUM (ANALYZE) {table}")
         archive.lines = int(conn.execute("SELECT count(*) FROM stream_lines").fetchone()[0])  # type: ignore[index]
     archive.jobs = target_jobs
     return time.perf_counter() - started
