@@ -104,7 +104,7 @@ LEFT JOIN LATERAL (
 ) t ON true
 ORDER BY j.asked_at NULLS LAST, j.job_id
 """
-_COUNT = 'SELECT count(*) FROM jobs j WHERE {where}'
+_COUNT = "SELECT count(*) FROM jobs j WHERE {where}"
 
 
 def _where(flt: AuditFilter) -> tuple[str, dict[str, Any]]:

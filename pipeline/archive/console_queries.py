@@ -100,9 +100,7 @@ LIMIT :limit
 """
 
 
-def list_runs(
-    conn: sa.Connection, *, run_id: str | None = None, limit: int = 200
-) -> list[RunRow]:
+def list_runs(conn: sa.Connection, *, run_id: str | None = None, limit: int = 200) -> list[RunRow]:
     """Reads the newest ``limit`` runs (or only ``run_id``) with their jobs counted by status."""
     where = "WHERE r.run_id = :run_id" if run_id is not None else ""
     query = sa.text(_RUNS.format(where=where))
@@ -187,7 +185,7 @@ LEFT JOIN LATERAL (
 ) q ON true
 ORDER BY {order}
 """
-_COUNT = 'SELECT count(*) FROM jobs j WHERE {where}'
+_COUNT = "SELECT count(*) FROM jobs j WHERE {where}"
 
 
 def _job_where(flt: JobFilter) -> tuple[str, dict[str, Any]]:
@@ -200,7 +198,7 @@ def _job_where(flt: JobFilter) -> tuple[str, dict[str, Any]]:
         params["persona"] = flt.persona
     if flt.view:
         clauses.append(
-            'EXISTS (SELECT 1 FROM sql_queries v WHERE v.job_id = j.job_id'
+            "EXISTS (SELECT 1 FROM sql_queries v WHERE v.job_id = j.job_id"
             " AND v.attempt = j.last_attempt AND :view = ANY(v.views))"
         )
         params["view"] = flt.view

@@ -67,7 +67,7 @@ class Conversation:
     attempts_lines: dict[int, int] = field(default_factory=dict)
 
 
-_JOB = 'SELECT * FROM jobs WHERE job_id = :job_id'
+_JOB = "SELECT * FROM jobs WHERE job_id = :job_id"
 _TURNS = """
 SELECT m.message_id, m.role, m.content, m.thinking, m.is_final, m.tool_name, m.first_line,
        m.last_line,
@@ -119,9 +119,7 @@ def read_conversation(conn: sa.Connection, *, job_id: str) -> Conversation | Non
     params = {"job_id": job_id, "attempt": job["last_attempt"]}
     rows = conn.execute(sa.text(_MARKED_LINES), params)
     marked: dict[int, str] = {int(r.line_no): str(r.redaction) for r in rows}
-    turns = [
-        _turn(r._asdict(), marked) for r in conn.execute(sa.text(_TURNS), params)
-    ]
+    turns = [_turn(r._asdict(), marked) for r in conn.execute(sa.text(_TURNS), params)]
     answer = conn.execute(sa.text(_ANSWER), params).mappings().first()
     events = [dict(r._mapping) for r in conn.execute(sa.text(_EVENTS), params)]
     redactions: dict[str, int] = {}

@@ -208,7 +208,7 @@ def run_throttling(engine: Engine, *, run_id: str) -> RunThrottling:
     query = text(
         "SELECT coalesce(sum((e.payload->>'throttled')::int), 0) AS answers,"
         " count(DISTINCT e.job_id) AS jobs"
-        ' FROM job_events e JOIN jobs j USING (job_id)'
+        " FROM job_events e JOIN jobs j USING (job_id)"
         " WHERE j.run_id = :run_id AND e.kind IN ('completed', 'failed', 'aborted')"
         " AND (e.payload->>'throttled')::int > 0"
     )

@@ -96,9 +96,7 @@ class ConsolePages:
             expectations = expectations_of(load_questions(Path(source)))
             if not expectations:
                 return None
-            return views.accuracy_text(
-                score(load_run(conn, run_id=run_id), expectations)
-            )
+            return views.accuracy_text(score(load_run(conn, run_id=run_id), expectations))
         except (QuestionsFileError, RunNotFoundError, OSError) as exc:
             logger.info("no accuracy run_id=%s source=%s error=%s", run_id, source, exc)
             return None
@@ -162,9 +160,7 @@ class ConsolePages:
         attempt = _int(request.query_params.get("attempt"), None)
         try:
             with self._conn() as conn:
-                number, lines = read_attempt(
-                    conn, job_id=job_id, attempt=attempt
-                )
+                number, lines = read_attempt(conn, job_id=job_id, attempt=attempt)
         except ReplayError as exc:
             return self._not_found(str(exc))
         headers = {
@@ -215,9 +211,7 @@ class ConsolePages:
     def _audit_page(self, flt: AuditFilter, query: dict[str, str], *, offset: int) -> Response:
         with self._conn() as conn:
             total = count_entries(conn, flt=flt)
-            entries = read_entries(
-                conn, flt=flt, limit=AUDIT_PAGE_SIZE, offset=offset
-            )
+            entries = read_entries(conn, flt=flt, limit=AUDIT_PAGE_SIZE, offset=offset)
         page = {"total": total, "offset": max(offset, 0), "limit": AUDIT_PAGE_SIZE}
         return self._page("audit.html", title="Audit", entries=entries, query=query, page=page)
 
