@@ -62,9 +62,7 @@ def _alembic(settings: Settings, action: str, revision: str) -> None:
 
 
 def _rows(engine: sa.Engine, query: str) -> list[Any]:
-    schema = engine.get_execution_options()["schema_translate_map"][None]
-    with engine.connect() as conn:
-        conn.exec_driver_sql(f'SET search_path TO "{schema}"')
+    with engine.connect() as conn:  # search_path is the archive's schema (create_engine)
         return list(conn.execute(sa.text(query)))
 
 
@@ -134,7 +132,7 @@ def _fill(writer: ArchiveWriter) -> list[LineEnvelope]:
 
 def test_upgrade_from_0004_keeps_every_line(settings: Settings, engine: sa.Engine) -> None:
     redactor = Redactor.build(detectors=["email"])
-    writer = ArchiveWriter(engine, schema=settings.database_schema, redactor=redactor)
+    writer = ArchiveWriter(engine, redactor=redactor)
     lines = _fill(writer)
     before = _rows(engine, SNAPSHOT)
     derived = {t: _rows(engine, f"SELECT count(*) FROM {t}")[0][0] for t in DERIVED}
@@ -164,7 +162,7 @@ def test_upgrade_from_0004_keeps_every_line(settings: Settings, engine: sa.Engin
     assert _rows(engine, "SELECT count(*) FROM dash_job_facts")[0][0] == JOBS
 
     with engine.connect() as conn:
-        report = chain.verify(conn, schema=settings.database_schema)
+        report = chain.verify(conn)
     assert report.problems == []
     assert (report.lines, report.attempts) == (JOBS * LINES_PER_JOB, JOBS)
 

@@ -17,8 +17,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from archive_stack import run_cli
-from stack_support import stack_env
 
 from models.records import LineEnvelope
 from pipeline.archive import audit, derived, partitions, replay, runs
@@ -27,6 +25,8 @@ from pipeline.archive.redaction import Redactor
 from pipeline.archive.retention import apply_policy, load_policy
 from pipeline.archive.writer import ArchiveWriter
 from pipeline.settings import Settings
+from tests.integration.archive.archive_stack import run_cli
+from tests.stack_support import stack_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -48,14 +48,12 @@ def engine(settings: Settings) -> Iterator[sa.Engine]:
 
 
 @pytest.fixture
-def writer(engine: sa.Engine, settings: Settings) -> ArchiveWriter:
-    return ArchiveWriter(engine, schema=settings.database_schema)
+def writer(engine: sa.Engine) -> ArchiveWriter:
+    return ArchiveWriter(engine)
 
 
 def _rows(engine: sa.Engine, query: str, **params: Any) -> list[Any]:
-    schema = engine.get_execution_options()["schema_translate_map"][None]
-    with engine.connect() as conn:
-        conn.exec_driver_sql(f'SET search_path TO "{schema}"')
+    with engine.connect() as conn:  # search_path is the archive's schema (create_engine)
         return list(conn.execute(sa.text(query), params))
 
 
@@ -83,10 +81,10 @@ def _placement(engine: sa.Engine) -> dict[str, int]:
 
 
 def test_a_line_lands_in_its_jobs_month_and_a_second_delivery_is_absorbed(
-    writer: ArchiveWriter, engine: sa.Engine, settings: Settings
+    writer: ArchiveWriter, engine: sa.Engine
 ) -> None:
     with engine.begin() as conn:
-        partitions.ensure(conn, schema=settings.database_schema, months=[JOB_AT, RECEIVED])
+        partitions.ensure(conn, months=[JOB_AT, RECEIVED])
     with_header = _lines("job-a", 5, job_at=JOB_AT)
     without = _lines("job-b", 5, job_at=None)
     assert writer.write_batch(with_header + without, []).lines_inserted == 10  # direct COPY
@@ -100,19 +98,18 @@ def test_a_line_lands_in_its_jobs_month_and_a_second_delivery_is_absorbed(
 
 
 def test_ensure_creates_months_ahead_and_takes_over_strays(
-    writer: ArchiveWriter, engine: sa.Engine, settings: Settings
+    writer: ArchiveWriter, engine: sa.Engine
 ) -> None:
-    schema = settings.database_schema
     far = datetime(2027, 6, 15, tzinfo=UTC)
     writer.write_batch(_lines("job-far", 4, job_at=far), [])
     assert _placement(engine) == {"stream_lines_default": 4}
     with engine.begin() as conn:
-        created = partitions.ensure_ahead(conn, schema=schema, now=far, ahead=2)
+        created = partitions.ensure_ahead(conn, now=far, ahead=2)
     assert created == ["stream_lines_p2027_06", "stream_lines_p2027_07", "stream_lines_p2027_08"]
     assert _placement(engine) == {"stream_lines_p2027_06": 4}
     with engine.begin() as conn:
-        assert partitions.ensure_ahead(conn, schema=schema, now=far, ahead=2) == []
-        assert partitions.stray_count(conn, schema=schema) == 0
+        assert partitions.ensure_ahead(conn, now=far, ahead=2) == []
+        assert partitions.stray_count(conn) == 0
     assert writer.write_batch(_lines("job-far", 4, job_at=far), []).lines_inserted == 0
     index = _rows(
         engine,
@@ -133,10 +130,10 @@ def test_the_writer_creates_this_and_next_month_before_its_first_batch(
     following = partitions.partition_name(partitions.add_months(month, 1))
     with engine.begin() as conn:
         conn.exec_driver_sql(f'DROP TABLE "{schema}"."{following}"')
-    writer = ArchiveWriter(engine, schema=schema)
+    writer = ArchiveWriter(engine)
     assert writer.write_batch(_lines("job-now", 2, job_at=None), []).lines_inserted == 2
     with engine.connect() as conn:
-        names = [p.name for p in partitions.list_partitions(conn, schema=schema)]
+        names = [p.name for p in partitions.list_partitions(conn)]
     assert following in names
     assert writer.ensure_partitions(now=datetime(2030, 12, 5, tzinfo=UTC)) == [
         "stream_lines_p2030_12",
@@ -163,23 +160,20 @@ def test_db_partitions_ensure_command_creates_this_and_next_months(
 
 
 def test_retention_detaches_or_drops_whole_months(
-    writer: ArchiveWriter, engine: sa.Engine, settings: Settings, tmp_path: Path
+    writer: ArchiveWriter, engine: sa.Engine, tmp_path: Path
 ) -> None:
-    schema = settings.database_schema
     for month in (7, 8, 9):
         writer.write_batch(
             _lines(f"job-{month}", 3, job_at=datetime(2026, month, 5, tzinfo=UTC)), []
         )
     with engine.begin() as conn:
-        partitions.ensure(
-            conn, schema=schema, months=[datetime(2026, m, 1, tzinfo=UTC) for m in (7, 8, 9)]
-        )
+        partitions.ensure(conn, months=[datetime(2026, m, 1, tzinfo=UTC) for m in (7, 8, 9)])
     policy = tmp_path / "policy.yaml"
     policy.write_text("partitions:\n  afterDays: 40\n  action: detach\n", encoding="utf-8")
     now = datetime(2026, 10, 12, tzinfo=UTC)  # August ended 42 days before, September 12
     with engine.begin() as conn:
         outcome = apply_policy(
-            conn, load_policy(policy), schema=schema, now=now, default_redactor=Redactor.build()
+            conn, load_policy(policy), now=now, default_redactor=Redactor.build()
         )
     assert outcome.partitions_removed == ("stream_lines_p2026_07", "stream_lines_p2026_08")
     assert _placement(engine) == {"stream_lines_p2026_09": 3}
@@ -188,7 +182,7 @@ def test_retention_detaches_or_drops_whole_months(
     policy.write_text("partitions:\n  afterDays: 0\n  action: drop\n", encoding="utf-8")
     with engine.begin() as conn:
         outcome = apply_policy(
-            conn, load_policy(policy), schema=schema, now=now, default_redactor=Redactor.build()
+            conn, load_policy(policy), now=now, default_redactor=Redactor.build()
         )
     assert outcome.partitions_removed == ("stream_lines_p2026_09",)
     assert _placement(engine) == {}
@@ -238,7 +232,7 @@ def _captured(engine: sa.Engine, call: Any) -> list[tuple[str, Any]]:
     seen: list[tuple[str, Any]] = []
 
     def keep(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT"):
+        if statement.lstrip().upper().startswith(("SELECT", "WITH")):  # the reads
             seen.append((statement, parameters))
 
     sa.event.listen(engine, "before_cursor_execute", keep)
@@ -265,30 +259,26 @@ def test_audit_run_and_line_queries_use_indexes_and_prune(
 ) -> None:
     schema = settings.database_schema
     with engine.begin() as conn:
-        conn.exec_driver_sql(f'SET search_path TO "{schema}"')
-        partitions.ensure(
-            conn, schema=schema, months=[datetime(2026, m, 1, tzinfo=UTC) for m in range(5, 8)]
-        )
+        partitions.ensure(conn, months=[datetime(2026, m, 1, tzinfo=UTC) for m in range(5, 8)])
         conn.exec_driver_sql(FILL)
         conn.exec_driver_sql("ANALYZE")
     flt = audit.AuditFilter(
         since=datetime(2026, 6, 1, tzinfo=UTC), until=datetime(2026, 6, 1, 2, tzinfo=UTC)
     )
     with engine.connect() as conn:
-        audited = _captured(engine, lambda: audit.read_entries(conn, schema=schema, flt=flt))
+        audited = _captured(engine, lambda: audit.read_entries(conn, flt=flt))
         by_view = _captured(
             engine,
             lambda: audit.read_entries(
                 conn,
-                schema=schema,
                 flt=audit.AuditFilter(since=flt.since, until=flt.until, view="flights"),
             ),
         )
-        lines = _captured(engine, lambda: replay.read_attempt(conn, schema=schema, job_id="job-7"))
+        lines = _captured(engine, lambda: replay.read_attempt(conn, job_id="job-7"))
         progress = _captured(
-            engine, lambda: runs.run_progress(engine, schema=schema, run_id="run-7", expected=100)
+            engine, lambda: runs.run_progress(engine, run_id="run-7", expected=100)
         )
-        results = _captured(engine, lambda: runs.run_results(engine, schema=schema, run_id="run-7"))
+        results = _captured(engine, lambda: runs.run_results(engine, run_id="run-7"))
         pairs = [(f"job-{n}", 1) for n in range(1, 400, 4)]
         sink_reads = _captured(
             engine,
