@@ -44,8 +44,10 @@ BENCHMARKS: Final = (
     "planner",
     "ratelimit",
     "paced",
+    "growth",
 )
-"""Names for ``--only``; growth (benchmark 5) comes with ``sink`` and ``e2e``."""
+"""Names for ``--only``; growth (benchmark 5) comes with ``sink`` and ``e2e``; ``growth``
+is the archive growth benchmark of issue 13 (:mod:`bench.archive_growth`, 100k to 10M lines)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -112,6 +114,8 @@ def run(
     add(suite.growth_results(sink_figures, e2e_figures))
     if "paced" in selected:
         add(_paced(scale_name, RESULTS_DIR if profile else None, paced_levels))
+    if "growth" in selected:
+        add(suite.archive_growth_results(transcripts, scale, progress=_progress))
     return results
 
 
@@ -159,6 +163,10 @@ def _paced(
         )
     finally:
         agent.stop()
+
+
+def _progress(text: str) -> None:
+    print(text, flush=True)
 
 
 def _start_synthetic() -> tuple[processes.Child, str]:

@@ -107,13 +107,17 @@ class BenchSpace:
         asyncio.run(delete_topics(self.settings, wire.ALL_TOPICS))
 
     def relation_bytes(self, tables: Iterable[str] = ARCHIVE_TABLES) -> dict[str, int]:
-        """Returns: ``pg_total_relation_size`` (heap, TOAST, indexes) per table, in bytes."""
+        """Returns: ``pg_total_relation_size`` (heap, TOAST, indexes) per table, in bytes; a
+        partitioned table (``stream_lines``, migration 0006) counts its partitions.
+        """
+        query = (
+            "SELECT coalesce(sum(pg_total_relation_size(relid)), 0)"
+            " FROM pg_partition_tree(%s::regclass)"
+        )
         with psycopg.connect(conninfo(self.settings)) as conn:
             return {
                 table: int(
-                    conn.execute(
-                        "SELECT pg_total_relation_size(%s::regclass)", (f"{self.schema}.{table}",)
-                    ).fetchone()[0]  # type: ignore[index]
+                    conn.execute(query, (f"{self.schema}.{table}",)).fetchone()[0]  # type: ignore[index]
                 )
                 for table in tables
             }

@@ -8,16 +8,25 @@ target where it sets one. Growth (benchmark 5) compares each of benchmarks 1 and
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from bench import chat_api_bench, console_pages, end_to_end, sink_ingest, streams
+from bench import (
+    archive_growth,
+    chat_api_bench,
+    console_pages,
+    end_to_end,
+    sink_ingest,
+    streams,
+)
 from bench.archive_schema import BenchSpace
 from bench.results import Result, Target, summary
 from bench.transcripts import Transcript
 
 SINK_TARGET: Final = Target(">=", 0.5)
+GROWTH_LATENCY_TARGET: Final = Target("<=", 1.3)
+GROWTH_RATE_TARGET: Final = Target(">=", 1 / 1.3)
 STREAM_TARGET: Final = Target(">=", 0.8)
 ARCHIVE_DELAY_TARGET_S: Final = 1.0
 
@@ -31,16 +40,21 @@ class Scale:
         stream_levels: Benchmark 2's (concurrency, streams) pairs.
         e2e_jobs: Benchmark 3's two sizes (10x apart), jobs.
         chat_rounds: Times benchmark 4 asks the questions file.
+        archive_lines: Archive sizes of the growth benchmark (issue 13), lines; the first is
+            the baseline.
     """
 
     sink_lines: tuple[int, int]
     stream_levels: tuple[tuple[int, int], ...]
     e2e_jobs: tuple[int, int]
     chat_rounds: int
+    archive_lines: tuple[int, ...] = (100_000, 1_000_000, 10_000_000)
 
 
 SCALES: Final = {
-    "small": Scale((500, 5_000), ((1, 20), (10, 50), (100, 200)), (20, 200), 1),
+    "small": Scale(
+        (500, 5_000), ((1, 20), (10, 50), (100, 200)), (20, 200), 1, (100_000, 1_000_000)
+    ),
     "full": Scale(
         (5_000, 50_000), ((1, 100), (10, 300), (100, 1_000), (500, 1_000)), (100, 1_000), 5
     ),
@@ -302,3 +316,37 @@ def console_results() -> list[Result]:
         )
         for name, ms in f.big_ms.items()
     ]
+
+
+def archive_growth_results(
+    transcripts: Sequence[Transcript], scale: Scale, *, progress: Callable[[str], None]
+) -> list[Result]:
+    """Issue 13's growth benchmark (:mod:`bench.archive_growth`): at each archive size, sink
+    lines/s and the audit, run and replay latencies against the same at the first size.
+    """
+    steps = archive_growth.measure(transcripts, scale.archive_lines, emit=progress)
+    base = steps[0]
+    results = []
+    figures = (
+        ("sink", "lines/s", "sink_lines_per_s", GROWTH_RATE_TARGET),
+        ("audit", "ms", "audit_ms", GROWTH_LATENCY_TARGET),
+        ("run", "ms", "run_ms", GROWTH_LATENCY_TARGET),
+        ("replay", "ms", "replay_ms", GROWTH_LATENCY_TARGET),
+    )
+    for size, step in zip(scale.archive_lines[1:], steps[1:], strict=True):
+        label = f"{size // 1_000_000}M" if size % 1_000_000 == 0 else _k(size)
+        for name, unit, attribute, target in figures:
+            details = {"lines": step.lines, "jobs": step.jobs, "fill_s": step.fill_s}
+            details |= {"stream_lines_bytes": step.stream_lines_bytes, **step.details}
+            results.append(
+                Result(
+                    f"archive-growth-{name}-{label}",
+                    float(getattr(step, attribute)),
+                    float(getattr(base, attribute)),
+                    unit,
+                    f"the same at {base.lines} lines",
+                    target=target,
+                    details=details,
+                )
+            )
+    return results

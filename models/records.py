@@ -217,6 +217,9 @@ class LineEnvelope(BaseModel):
         raw: The line exactly as received, without the ``\n`` terminator.
         terminated: False only for a last line that ended without ``\n`` (a truncated stream).
         message, parse_error: The parsed message, or why the line did not parse.
+        job_at: When the job was submitted (header ``chatscribe-job-at``), or None when the
+            record does not say; the archive's partition key is this, else ``received_at``
+            (:func:`partition_at`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -230,6 +233,14 @@ class LineEnvelope(BaseModel):
     chat_id: str | None = None
     message: StreamMessage | None = None
     parse_error: str | None = None
+    job_at: datetime | None = None
+
+    @property
+    def partition_at(self) -> datetime:
+        """Returns: the line's partition key in ``stream_lines`` (migration 0006): ``job_at``,
+        else ``received_at``; a function of the record alone, so a redelivered record lands in
+        the partition that already holds it."""
+        return self.job_at if self.job_at is not None else self.received_at
 
     @classmethod
     def from_raw(
@@ -257,6 +268,8 @@ class LineEnvelope(BaseModel):
         ]
         if self.chat_id is not None:
             headers.append((wire.HEADER_CHAT_ID, self.chat_id.encode()))
+        if self.job_at is not None:
+            headers.append((wire.HEADER_JOB_AT, self.job_at.isoformat().encode()))
         return self.job_id.encode(), self.raw, headers
 
     @classmethod
@@ -278,6 +291,7 @@ class LineEnvelope(BaseModel):
             received_at=_time_header(found, wire.HEADER_RECEIVED_AT),
             terminated=found.get(wire.HEADER_TERMINATED, b"1") != b"0",
             chat_id=chat_id.decode() if chat_id else None,
+            job_at=_time_header(found, wire.HEADER_JOB_AT) if wire.HEADER_JOB_AT in found else None,
         )
 
 

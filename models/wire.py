@@ -36,6 +36,9 @@ HEADER_RECEIVED_AT: Final = "chatscribe-received-at"
 HEADER_TERMINATED: Final = "chatscribe-terminated"
 """``1`` when the line ended with ``\\n`` on the wire, ``0`` for a truncated last line."""
 HEADER_CHAT_ID: Final = "chatscribe-chat-id"
+HEADER_JOB_AT: Final = "chatscribe-job-at"
+"""When the job was submitted (``ChatJob.submitted_at``), ISO-8601 UTC: the same on every line of
+every attempt of a job, so the archive partitions a job's lines together (migration 0006)."""
 
 # -- Headers of a record on a dead-letter topic --------------------------------------------------
 HEADER_DLQ_REASON: Final = "chatscribe-dlq-reason"

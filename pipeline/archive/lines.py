@@ -7,7 +7,8 @@ plain ``COPY``'s rate (bench ``sink-ingest``). When PostgreSQL refuses it (a lin
 archived: a batch read again after a crash; a payload ``jsonb`` refuses), the savepoint is
 rolled back and the batch takes the staging path.
 Why that path (``notes/measurements.md``): ``COPY`` into a temporary table followed by
-``INSERT INTO stream_lines SELECT ... ON CONFLICT (job_id, attempt, line_no) DO NOTHING`` keeps
+``INSERT INTO stream_lines SELECT ... ON CONFLICT (job_id, attempt, line_no, partition_at) DO
+NOTHING`` keeps
 about two thirds of plain ``COPY``'s rate while absorbing duplicates, where row-by-row upserts
 keep well under half. The staging table is created once per database session
 (``ON COMMIT DELETE ROWS``), and ``COPY`` runs in binary format, so ``raw`` goes to ``bytea``
@@ -68,12 +69,13 @@ _COLUMNS: Final = (
     "chain_hash",
     "redaction",
     "redacted_at",
+    "partition_at",
     "message_id",
     "payload",
 )
 _TYPES: Final = (
     *("text", "int4", "int4", "timestamptz", "bytea", "bool", "text", "text"),
-    *("bytea", "bytea", "text", "timestamptz", "text"),
+    *("bytea", "bytea", "text", "timestamptz", "timestamptz", "text"),
 )
 _CREATE_STAGE: Final = (
     f"CREATE TEMPORARY TABLE IF NOT EXISTS {STAGE_TABLE} ("
@@ -86,7 +88,8 @@ _FAST_SELECT: Final = f"SELECT {_KEYED}, message_id, payload::jsonb FROM pg_temp
 _SAFE_SELECT: Final = (
     "SELECT job_id, attempt, line_no, received_at, raw, terminated, chat_id,"
     " CASE WHEN s.payload IS NOT NULL AND t.payload IS NULL THEN '{refused}'"
-    " ELSE s.parse_error END, raw_sha256, chain_hash, redaction, redacted_at, message_id,"
+    " ELSE s.parse_error END, raw_sha256, chain_hash, redaction, redacted_at, partition_at,"
+    " message_id,"
     " t.payload"
     " FROM pg_temp.{stage} AS s CROSS JOIN LATERAL (SELECT try_jsonb(s.payload)"
     " AS payload) AS t"
@@ -165,7 +168,7 @@ def _jsonb(text: str) -> bytes:
 def _insert(conn: sa.Connection) -> int:
     insert = (
         f"INSERT INTO stream_lines ({', '.join(_COLUMNS)}) {{select}}"
-        " ON CONFLICT (job_id, attempt, line_no) DO NOTHING"
+        " ON CONFLICT (job_id, attempt, line_no, partition_at) DO NOTHING"
     )
     try:
         with conn.begin_nested():
@@ -215,6 +218,7 @@ def staged_row(
         chain_hash,
         redaction,
         redacted_at,
+        line.partition_at,
         _text(message.id if message is not None else None),
         payload,
     )

@@ -10,7 +10,10 @@ A database module (SQLAlchemy). A policy file (YAML)::
         action: redact           # apply the redaction rules below
     redaction:                   # default: CHATSCRIBE_REDACT_DETECTORS / _PATTERNS
       detectors: [email, phone]
-      patterns: ['ACME-\d+']
+      patterns: ['ACME-\\d+']
+    partitions:                  # optional: whole months of stream_lines
+      afterDays: 365
+      action: detach             # or drop
 
 A job is due when it finished (else was last updated) more than ``afterDays`` days before
 ``now``. What each action does to a due job's last and earlier attempts:
@@ -27,6 +30,15 @@ lifecycle, each line's key, receive time, ``raw_sha256`` and ``chain_hash`` (so
 tool
 names and errors, SQL text, views, members, schema and row counts. Applying a policy twice
 changes nothing the second time.
+
+``partitions`` (migration 0006): a monthly partition of ``stream_lines`` whose month ended more
+than ``afterDays`` before ``now`` is detached (it stays a plain table, to be dumped and dropped
+by hand) or dropped, whatever the identities of its jobs: removing a whole partition costs
+nothing per row and leaves no dead tuples, where the row-level ``delete`` rewrites every line.
+Its lines, their hashes included, leave the archive (``chatscribe verify`` then reports those
+jobs' lines ``missing``); the jobs, events and derived rows stay. A partition holds the lines
+of jobs submitted in its month (:attr:`models.records.LineEnvelope.partition_at`), so a job
+never loses part of its lines. The row-level rules still apply to the months not yet removed.
 """
 
 from __future__ import annotations
@@ -39,10 +51,11 @@ from typing import Literal
 
 import sqlalchemy as sa
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from models.records import parse_line
 from pipeline.archive import derived as archive_derived
+from pipeline.archive import partitions as archive_partitions
 from pipeline.archive.redaction import Redactor
 from pipeline.errors import RetentionPolicyError
 
@@ -66,13 +79,29 @@ class RedactionRules(BaseModel):
     patterns: tuple[str, ...] = ()
 
 
+class PartitionRule(BaseModel):
+    """Whole months of ``stream_lines`` older than ``after_days``: detach or drop them."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="forbid")
+
+    after_days: float = Field(alias="afterDays", ge=0)
+    action: Literal["detach", "drop"]
+
+
 class RetentionPolicy(BaseModel):
-    """A policy file (module docstring)."""
+    """A policy file (module docstring): row-level ``rules``, whole-month ``partitions``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    rules: tuple[RetentionRule, ...] = Field(min_length=1)
+    rules: tuple[RetentionRule, ...] = ()
     redaction: RedactionRules | None = None
+    partitions: PartitionRule | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> RetentionPolicy:
+        if not self.rules and self.partitions is None:
+            raise ValueError("a policy needs rules, partitions, or both")
+        return self
 
 
 def load_policy(path: Path) -> RetentionPolicy:
@@ -94,6 +123,7 @@ class RetentionOutcome:
     deleted_jobs: int = 0
     redacted_jobs: int = 0
     lines_changed: int = 0
+    partitions_removed: tuple[str, ...] = ()
 
 
 _DUE = """
@@ -106,6 +136,8 @@ def due_jobs(
     conn: sa.Connection, policy: RetentionPolicy, *, now: datetime
 ) -> dict[str, RetentionRule]:
     """Returns: ``job_id → rule`` for every job some rule makes due (first matching rule)."""
+    if not policy.rules:
+        return {}
     youngest = min(rule.after_days for rule in policy.rules)
     cutoff = now - timedelta(days=youngest)
     out: dict[str, RetentionRule] = {}
@@ -227,4 +259,22 @@ def apply_policy(
     outcome = RetentionOutcome(deleted_jobs=len(deleting), redacted_jobs=len(redacting))
     outcome.lines_changed += redact_content(conn, redacting, redactor)
     outcome.lines_changed += delete_content(conn, deleting)
+    if policy.partitions is not None:
+        outcome.partitions_removed = remove_partitions(conn, policy.partitions, now=now)
     return outcome
+
+
+def remove_partitions(
+    conn: sa.Connection, rule: PartitionRule, *, now: datetime
+) -> tuple[str, ...]:
+    """Detaches or drops every ``stream_lines`` partition whose month ended before
+    ``now - after_days`` (module docstring).
+
+    Returns:
+        The names of the partitions removed, oldest first.
+    """
+    cutoff = now - timedelta(days=rule.after_days)
+    due = [p for p in archive_partitions.list_partitions(conn) if p.end <= cutoff]
+    for partition in due:
+        archive_partitions.remove(conn, partition=partition, action=rule.action)
+    return tuple(p.name for p in due)

@@ -109,6 +109,7 @@ jobs = Table(
     _tz("updated_at", nullable=False, now=True),
     _one_of("status", JOB_STATUSES, "status"),
     Index("ix_jobs_run_id", "run_id"),
+    Index("ix_jobs_asked_at", func.coalesce(text("started_at"), text("submitted_at"))),  # 0006
     Index("ix_jobs_run_page", "run_id", "submitted_at", "job_id"),  # migration 0005
     Index(  # full-text search of questions (migration 0005)
         "ix_jobs_question_fts",
@@ -148,6 +149,9 @@ stream_lines = Table(
     Column("chain_hash", LargeBinary),
     Column("redaction", Text),
     _tz("redacted_at"),
+    # The partition key (migration 0006): the job's submit time, else the line's receive time
+    # (models.records.LineEnvelope.partition_at); monthly partitions, docs/archive.md.
+    Column("partition_at", DateTime(timezone=True), primary_key=True),
     _one_of("redaction", REDACTIONS, "redaction"),
     Index(
         "ix_stream_lines_unchained",

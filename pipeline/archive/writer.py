@@ -23,6 +23,11 @@ One :meth:`ArchiveWriter.write_batch` call is one transaction (design.md, "Flow"
 4. every touched (job, attempt) whose terminal event gave a ``line_count`` equal to the lines
    stored, and which has no ``answers`` row yet, is normalised (:mod:`pipeline.archive.derived`).
 
+Before its first batch and then every :data:`PARTITION_CHECK_S`, the writer creates the
+``stream_lines`` partitions of the current and next month if missing
+(:func:`pipeline.archive.partitions.ensure_ahead`, migration 0006); a line of a month without
+one lands in the default partition.
+
 Every step is idempotent, so a batch written twice (sink killed between the database commit and
 the offset commit) changes nothing, and lines and events may arrive in any order.
 """
@@ -35,6 +40,8 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
 
 import sqlalchemy as sa
 
@@ -43,12 +50,18 @@ from models.records import TERMINAL_EVENTS, JobEvent, LineEnvelope
 from pipeline.archive import derived as archive_derived
 from pipeline.archive import jobs as archive_jobs
 from pipeline.archive import lines as archive_lines
+from pipeline.archive import partitions as archive_partitions
 from pipeline.archive.engine import create_engine, translate_errors
 from pipeline.archive.parsed import ParsedLines
 from pipeline.archive.redaction import Redactor
+from pipeline.errors import ArchiveUnavailableError
 from pipeline.settings import Settings
 
 logger = logging.getLogger(__name__)
+
+PARTITION_CHECK_S: Final = 3600.0
+"""Seconds between two checks that the current and next month's partitions exist."""
+PARTITIONS_AHEAD: Final = 1
 
 
 JobAttempt = tuple[str, int]
@@ -139,6 +152,7 @@ class ArchiveWriter:
         self.lines_inserted = 0
         self.events_inserted = 0
         self.attempts_normalised = 0
+        self._partitions_checked: float | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ArchiveWriter:
@@ -180,6 +194,9 @@ class ArchiveWriter:
             ArchiveSchemaError: The archive's tables are missing (run ``upgrade``).
         """
         started = time.monotonic()
+        checked = self._partitions_checked
+        if checked is None or started - checked >= PARTITION_CHECK_S:
+            self._ensure_partitions_quietly()
         with collector_paused(), translate_errors("write_batch"), self._engine.begin() as conn:
             events_inserted, jobs_updated = self._write_events(conn, lines, events)
             lines_inserted = archive_lines.write_lines(conn, lines, redactor=self._redactor)
@@ -198,6 +215,32 @@ class ArchiveWriter:
         )
         self._count(outcome)
         return outcome
+
+    def ensure_partitions(self, now: datetime | None = None) -> list[str]:
+        """Creates this and next month's ``stream_lines`` partitions when missing.
+
+        Args:
+            now: The current time (default: now, UTC).
+
+        Returns:
+            The partitions created.
+
+        Raises:
+            ArchiveUnavailableError, ArchiveSchemaError: As :meth:`write_batch` (a schema
+                before migration 0006 has no partitioned table: ``ArchiveSchemaError``).
+        """
+        with translate_errors("ensure_partitions"), self._engine.begin() as conn:
+            created = archive_partitions.ensure_ahead(
+                conn, now=now or datetime.now(UTC), ahead=PARTITIONS_AHEAD
+            )
+        self._partitions_checked = time.monotonic()
+        return created
+
+    def _ensure_partitions_quietly(self) -> None:
+        try:
+            self.ensure_partitions()
+        except ArchiveUnavailableError as exc:  # the default partition takes the lines meanwhile
+            logger.warning("partitions not checked, retrying next batch: %s", exc)
 
     def renormalise(self, job_id: str, attempt: int) -> bool:
         """Recomputes one attempt's derived rows from its stored lines.

@@ -6,6 +6,7 @@ Commands::
     chatscribe api users add|list|remove|purge     Chat API users (pipeline.cli.api_users)
     chatscribe api keys add|revoke|count           Chat API keys
     chatscribe db upgrade                          create or upgrade the archive schema
+    chatscribe db partitions ensure|list           monthly partitions of stream_lines
     chatscribe worker                              a worker process (faust)
     chatscribe sink                                a sink process (Kafka → PostgreSQL)
     chatscribe batch FILE [--chat-url] [--api-key] [--json]   run a questions file, print a report
@@ -37,6 +38,7 @@ from pipeline.cli.api_users import keys_app, users_app
 from pipeline.cli.archive import archive_app, retention_app
 from pipeline.cli.dlq import dlq_app
 from pipeline.cli.evaluation import run_eval
+from pipeline.cli.partitions import partitions_app
 from pipeline.cli.runs import runs_app
 from pipeline.settings import Settings
 
@@ -47,6 +49,7 @@ app.add_typer(api_app, name="api")
 api_app.add_typer(users_app, name="users")
 api_app.add_typer(keys_app, name="keys")
 app.add_typer(db_app, name="db")
+db_app.add_typer(partitions_app, name="partitions")
 app.add_typer(runs_app, name="runs")
 app.add_typer(archive_app)
 app.add_typer(retention_app, name="retention")

@@ -216,7 +216,9 @@ def retention_apply(
     policy: Annotated[Path, typer.Option(exists=True, dir_okay=False, help="Policy YAML.")],
     now: Annotated[str | None, typer.Option(help="Measure ages from (ISO; default now).")] = None,
 ) -> None:
-    """Delete or redact content past its age, keeping metadata and hashes."""
+    """Delete or redact content past its age, keeping metadata and hashes; detach or drop whole
+    months of lines (policy ``partitions``).
+    """
     from pipeline.archive.engine import create_engine
     from pipeline.archive.redaction import Redactor
     from pipeline.archive.retention import apply_policy, load_policy
@@ -243,5 +245,6 @@ def retention_apply(
         engine.dispose()
     err.print(
         f"deleted content of {outcome.deleted_jobs} jobs, redacted {outcome.redacted_jobs} jobs;"
-        f" {outcome.lines_changed} lines changed"
+        f" {outcome.lines_changed} lines changed; partitions removed:"
+        f" {', '.join(outcome.partitions_removed) or '-'}"
     )

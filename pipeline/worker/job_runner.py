@@ -336,6 +336,7 @@ class JobRunner:
             chat_id=run.state.chat_id,
             message=None,
             parse_error=None,
+            job_at=run.job.submitted_at,
         )
         try:
             await output.send_line(envelope)

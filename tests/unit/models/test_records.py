@@ -78,6 +78,21 @@ def test_line_envelope_record_round_trip_keeps_bytes() -> None:
     assert again.message is not None and again.message.content == "café"
 
 
+def test_line_record_carries_the_job_time_as_its_partition_key() -> None:
+    received = datetime(2026, 11, 1, 0, 0, 1, tzinfo=UTC)
+    job_at = datetime(2026, 10, 31, 23, 59, 59, 654321, tzinfo=UTC)
+    line = LineEnvelope.from_raw(
+        job_id="j", attempt=1, line_no=1, raw=b"{}", received_at=received, job_at=job_at
+    )
+    key, value, headers = line.to_record()
+    assert (wire.HEADER_JOB_AT, job_at.isoformat().encode()) in headers
+    again = LineEnvelope.from_record(key, value, headers)
+    assert again.job_at == job_at and again.partition_at == job_at
+    older = [(name, v) for name, v in headers if name != wire.HEADER_JOB_AT]
+    before = LineEnvelope.from_record(key, value, older)  # a record from before the header
+    assert before.job_at is None and before.partition_at == received
+
+
 def test_line_envelope_keeps_invalid_bytes_with_parse_error() -> None:
     at = datetime(2026, 11, 22, tzinfo=UTC)
     envelope = LineEnvelope.from_raw(job_id="j", attempt=1, line_no=1, raw=b"\xff", received_at=at)
