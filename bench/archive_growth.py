@@ -196,8 +196,9 @@ def whole_jobs(
 
 
 def _templates(space: BenchSpace, transcripts: Sequence[Transcript], *, narrow: bool) -> _Archive:
-    """Writes one job per transcript through the real writer, then moves every archive table's
-    rows into ``tpl_<table>`` (with ``tpl``, the transcript's index).
+    """Writes one job per transcript through the real writer, then sets the rows aside.
+
+    Every archive table's rows move into ``tpl_<table>`` (with ``tpl``, the transcript's index).
     """
     start = partitions.month_start(datetime.now(UTC) - timedelta(days=HISTORY_DAYS))
     ids = [f"tpl-{n:04d}" for n in range(len(transcripts))]
@@ -302,7 +303,6 @@ def _insert(conn: psycopg.Connection[Any], table: str, templates: int) -> bytes:
 
 def _measure_step(archive: _Archive, fill_s: float) -> GrowthStep:
     settings = archive.space.settings
-    schema = archive.space.schema
     rng = random.Random(13)
     engine = create_engine(settings)
     try:

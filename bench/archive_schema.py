@@ -107,8 +107,9 @@ class BenchSpace:
         asyncio.run(delete_topics(self.settings, wire.ALL_TOPICS))
 
     def relation_bytes(self, tables: Iterable[str] = ARCHIVE_TABLES) -> dict[str, int]:
-        """Returns: ``pg_total_relation_size`` (heap, TOAST, indexes) per table, in bytes; a
-        partitioned table (``stream_lines``, migration 0006) counts its partitions.
+        """Returns ``pg_total_relation_size`` (heap, TOAST, indexes) per table, in bytes.
+
+        A partitioned table (``stream_lines``, migration 0006) counts its partitions.
         """
         query = (
             "SELECT coalesce(sum(pg_total_relation_size(relid)), 0)"

@@ -321,8 +321,10 @@ def console_results() -> list[Result]:
 def archive_growth_results(
     transcripts: Sequence[Transcript], scale: Scale, *, progress: Callable[[str], None]
 ) -> list[Result]:
-    """Issue 13's growth benchmark (:mod:`bench.archive_growth`): at each archive size, sink
-    lines/s and the audit, run and replay latencies against the same at the first size.
+    """Issue 13's growth benchmark (:mod:`bench.archive_growth`).
+
+    At each archive size, sink lines/s and the audit, run and replay latencies against the same
+    at the first size.
     """
     steps = archive_growth.measure(transcripts, scale.archive_lines, emit=progress)
     base = steps[0]

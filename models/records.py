@@ -237,9 +237,11 @@ class LineEnvelope(BaseModel):
 
     @property
     def partition_at(self) -> datetime:
-        """Returns: the line's partition key in ``stream_lines`` (migration 0006): ``job_at``,
-        else ``received_at``; a function of the record alone, so a redelivered record lands in
-        the partition that already holds it."""
+        """Returns the line's partition key in ``stream_lines`` (migration 0006).
+
+        ``job_at``, else ``received_at``: a function of the record alone, so a redelivered record
+        lands in the partition that already holds it.
+        """
         return self.job_at if self.job_at is not None else self.received_at
 
     @classmethod

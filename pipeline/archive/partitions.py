@@ -135,8 +135,9 @@ def _create(conn: sa.Connection, name: str, start: datetime, end: datetime) -> N
 
 
 def list_partitions(conn: sa.Connection) -> list[Partition]:
-    """Returns: the attached monthly partitions of ``stream_lines``, oldest first (the default
-    partition and tables not named ``stream_lines_pYYYY_MM`` are left out).
+    """Returns the attached monthly partitions of ``stream_lines``, oldest first.
+
+    The default partition and tables not named ``stream_lines_pYYYY_MM`` are left out.
     """
     rows = conn.execute(
         sa.text(
@@ -157,8 +158,10 @@ def list_partitions(conn: sa.Connection) -> list[Partition]:
 
 
 def remove(conn: sa.Connection, *, partition: Partition, action: Literal["drop", "detach"]) -> None:
-    """Drops a partition, or detaches it (it stays a plain table of the schema, to be dumped and
-    dropped by hand: ``pg_dump -t``). ``ALTER TABLE ... DETACH PARTITION`` without
+    """Drops a partition, or detaches it.
+
+    A detached partition stays a plain table of the schema, to be dumped and dropped by hand
+    (``pg_dump -t``). ``ALTER TABLE ... DETACH PARTITION`` without
     ``CONCURRENTLY``, which cannot run in a transaction.
     """
     table = f'"{partition.name}"'
@@ -176,8 +179,9 @@ def stray_count(conn: sa.Connection) -> int:
 
 
 def estimated_rows(conn: sa.Connection, *, name: str) -> int:
-    """Returns: the planner's row estimate of a table (``pg_class.reltuples``; 0 before the first
-    ``ANALYZE``).
+    """Returns the planner's row estimate of a table.
+
+    ``pg_class.reltuples``; 0 before the first ``ANALYZE``.
     """
     query = sa.text(
         "SELECT greatest(c.reltuples, 0)::bigint FROM pg_class c"

@@ -267,8 +267,9 @@ def apply_policy(
 def remove_partitions(
     conn: sa.Connection, rule: PartitionRule, *, now: datetime
 ) -> tuple[str, ...]:
-    """Detaches or drops every ``stream_lines`` partition whose month ended before
-    ``now - after_days`` (module docstring).
+    """Detaches or drops every ``stream_lines`` partition whose month ended long enough ago.
+
+    Due: the month ended before ``now - after_days`` (module docstring).
 
     Returns:
         The names of the partitions removed, oldest first.

@@ -216,8 +216,9 @@ def retention_apply(
     policy: Annotated[Path, typer.Option(exists=True, dir_okay=False, help="Policy YAML.")],
     now: Annotated[str | None, typer.Option(help="Measure ages from (ISO; default now).")] = None,
 ) -> None:
-    """Delete or redact content past its age, keeping metadata and hashes; detach or drop whole
-    months of lines (policy ``partitions``).
+    """Delete or redact content past its age, keeping metadata and hashes.
+
+    Also detach or drop whole months of lines (policy ``partitions``).
     """
     from pipeline.archive.engine import create_engine
     from pipeline.archive.redaction import Redactor
