@@ -340,6 +340,18 @@ class FaultStack(ProcessStack):
             assert time.monotonic() < deadline, f"timed out waiting for {what}"
             time.sleep(0.2)
 
+    def wait_streaming(self, run_id: str, *, at_least: int, timeout_s: float = 90) -> None:
+        """Waits until ``at_least`` jobs of the run are running with a first line archived."""
+        streaming = (
+            "SELECT count(*) AS n FROM {s}.jobs WHERE run_id = %(run)s"
+            " AND status = 'running' AND first_line_at IS NOT NULL"
+        )
+        self.wait_until(
+            lambda: self.rows(streaming, run=run_id)[0]["n"] >= at_least,
+            timeout_s=timeout_s,
+            what="jobs streaming",
+        )
+
 
 @contextmanager
 def running_stack(

@@ -37,15 +37,7 @@ def test_fault_kafka_outage_is_summarised_in_the_worker_log(
         bootstrap, database_url, logs, workers=1, line_delay_ms=LINE_DELAY_MS, concurrency=4
     ) as stack:
         run_id = stack.submit_run(JOBS)
-        streaming = (
-            "SELECT count(*) AS n FROM {s}.jobs WHERE run_id = %(run)s"
-            " AND status = 'running' AND first_line_at IS NOT NULL"
-        )
-        stack.wait_until(
-            lambda: stack.rows(streaming, run=run_id)[0]["n"] >= 2,
-            timeout_s=90,
-            what="jobs streaming",
-        )
+        stack.wait_streaming(run_id, at_least=2)
         _services(ops_env, "stop-kafka")
         time.sleep(OUTAGE_S)
         _services(ops_env, "start-kafka")
