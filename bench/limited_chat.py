@@ -30,13 +30,12 @@ from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from bench.synthetic_chat import AGENT, TranscriptIndex
+from bench.synthetic_chat import AGENT, TranscriptIndex, serve
 from bench.transcripts import FIXTURE, Transcript, load_transcripts
 from models import wire
 
@@ -210,16 +209,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         retry_after_s=args.retry_after_s,
         retry_after_date=args.retry_after_date,
     )
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-        backlog=4096,
-        timeout_keep_alive=60,
-    )
+    serve(app, host=args.host, port=args.port)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -109,10 +110,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--fixture", type=Path, default=FIXTURE)
     args = parser.parse_args(argv)
     app = create_app(load_transcripts(args.fixture), api_key=args.api_key)
+    serve(app, host=args.host, port=args.port)
+
+
+def serve(app: Any, *, host: str, port: int) -> None:
+    """Serves a synthetic agent under uvicorn until killed: no access log, a deep backlog.
+
+    Args:
+        app: The ASGI app.
+        host: Address to bind.
+        port: Port to bind.
+    """
     uvicorn.run(
         app,
-        host=args.host,
-        port=args.port,
+        host=host,
+        port=port,
         log_level="warning",
         access_log=False,
         lifespan="off",
