@@ -214,7 +214,11 @@ def test_a_breakdown_or_a_measure_alone_keeps_the_threads_conditions(
         "SELECT a.name, count(*) FROM flights f JOIN airlines a USING (carrier) "
         "WHERE dep_time IS NULL AND month = 2 GROUP BY 1 ORDER BY 2 DESC",
     )
-    assert [tuple(r) for r in by_carrier.rows] == expected, by_carrier.answer
+    rows = [tuple(r) for r in by_carrier.rows]
+    # Carriers with equal counts (Mesa and Alaska: 2 each) may come in either order: DuckDB's
+    # ORDER BY count leaves ties unordered. Same rows, ordered by count.
+    assert sorted(rows) == sorted(expected), by_carrier.answer
+    assert [count for _, count in rows] == sorted((c for _, c in rows), reverse=True)
     boston = ask(analyst_toolbox, "how many delta flights to boston")
     delay = ask(analyst_toolbox, "avg arr delay", previous=boston.state)
     assert delay.rows[0][0] == pytest.approx(
