@@ -12,41 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
+from tests.browser_support import BROWSER_TIMEOUT_S, CHROMIUM_FLAGS, chromium_path
 from tests.integration.chat_api.chat_support import MARCH, session, stream_lines
 
 if TYPE_CHECKING:
     from tests.integration.chat_api.conftest import RunningServer, ServerStarter
 
 HOSTILE = "<img src=x onerror=document.title='owned'> how many flights?"
-BROWSER_TIMEOUT_S = 120.0
 VIRTUAL_TIME_BUDGET_MS = 30_000
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-)
 _FIGURE = re.compile(r'<figure class="chart"[^>]*>(.*?)</figure>', re.DOTALL)
 
 
 @pytest.fixture(scope="session")
 def chromium() -> str:
     """The browser's path; fails (not skips) when ``ops/chromium.sh install`` was not run."""
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert path is not None, "chromium is missing: run `ops/chromium.sh install` (make test does)"
-    return path
+    return chromium_path()
 
 
 async def dump_dom(chromium: str, url: str, profile: Path) -> str:
