@@ -41,6 +41,7 @@ from models.chat import (
 )
 from models.records import parse_line, utc_now
 from pipeline.chat.lines import NdjsonSplitter, RawLine
+from pipeline.chat.network import lean_transport
 from pipeline.errors import (
     ChatAuthError,
     ChatClientError,
@@ -249,7 +250,9 @@ class ChatClient:
         read_timeout_s: Longest silence allowed between two chunks of a response.
         concurrency: Streams driven at once; the pools hold twice that many connections (plus
             two each) so abort calls never wait behind streams.
-        transport: An httpx transport to use instead of the network (tests).
+        transport: An httpx transport to use instead of the network (tests). By default each
+            pool reads through :mod:`pipeline.chat.network` (httpcore on asyncio streams), or
+            through httpx's own transport when the environment names a proxy.
     """
 
     def __init__(
@@ -270,16 +273,15 @@ class ChatClient:
         streams = max(int(_pick(concurrency, settings, "worker_concurrency")), 1)
         per_pool = min(streams, STREAMS_PER_POOL)
         verify = httpx.create_ssl_context()  # built once: ~20 ms of CPU each
+        limits = httpx.Limits(max_connections=2 * per_pool + 2, max_keepalive_connections=per_pool)
         self._pools = [
             httpx.AsyncClient(
                 headers={"Authorization": _authorization(key), "Content-Type": "application/json"},
                 timeout=httpx.Timeout(
                     connect=connect_s, read=read_s, write=connect_s, pool=connect_s
                 ),
-                limits=httpx.Limits(
-                    max_connections=2 * per_pool + 2, max_keepalive_connections=per_pool
-                ),
-                transport=transport,
+                limits=limits,
+                transport=transport or lean_transport(limits=limits, verify=verify),
                 verify=verify,
                 follow_redirects=False,
             )

@@ -25,6 +25,7 @@ PRIVATE_CONTROL_FLOW = {
     # Control flow inside one function family, never leaves its module (documented there).
     "chat_api.planner.reading_base": {"UnanswerableError"},
     "pipeline.worker.job_runner": {"_OutputFailedError"},
+    "pipeline.chat.network": {"_ReadDeadlineError"},
 }
 
 
