@@ -34,7 +34,7 @@ from bench.results import summary
 from bench.transcripts import load_transcripts, sent_at_of
 from bench.workload import bench_jobs, request_bodies
 from models import wire
-from models.records import ChatJob, LineEnvelope
+from models.records import ChatJob, Headers
 from pipeline.chat.client import ChatClient
 from pipeline.kafka.clients import LINES_LINGER_MS, JobOutput, create_producer, ensure_topics
 from pipeline.settings import Settings
@@ -84,12 +84,12 @@ class TimedOutput(JobOutput):
 
     latencies_s: list[float]
 
-    async def send_line(self, envelope: LineEnvelope) -> None:
+    async def send_line(self, raw: bytes, headers: Headers) -> None:
         """Notes the line's delay since the synthetic API sent it, then sends it."""
-        sent_at = sent_at_of(envelope.raw)
+        sent_at = sent_at_of(raw)
         if sent_at is not None:
             self.latencies_s.append(time.time() - sent_at)
-        await super().send_line(envelope)
+        await super().send_line(raw, headers)
 
 
 async def drive_worker(

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         EventKind,
         JobEvent,
         LineEnvelope,
+        LineHeaders,
         parse_line,
         utc_now,
     )
@@ -70,6 +71,7 @@ __all__ = [
     "GenerateSessionResponse",
     "JobEvent",
     "LineEnvelope",
+    "LineHeaders",
     "LineRecordError",
     "SessionSettings",
     "StreamMessage",
@@ -101,6 +103,7 @@ _EXPORTS: dict[str, str] = {
     "JOB_STATUSES": "models.archive",
     "JobEvent": "models.records",
     "LineEnvelope": "models.records",
+    "LineHeaders": "models.records",
     "LineRecordError": "models.errors",
     "NAMING_CONVENTION": "models.archive",
     "REDACTIONS": "models.archive",

@@ -208,6 +208,45 @@ def _message(value: Any) -> tuple[StreamMessage | None, str | None]:
         return None, f"not a stream message: {where}: {first['msg']}"
 
 
+class LineHeaders:
+    """The headers of one attempt's ``chat.lines`` records, with the attempt's part encoded once.
+
+    The one definition of a line record's headers (:mod:`models.wire`, in this order: attempt,
+    line number, received-at, terminated, then chat id and job time when known):
+    :meth:`LineEnvelope.to_record` uses it, and so does the worker, which sends a line without
+    building an envelope (issue 13: ~4 µs per line).
+
+    Args:
+        attempt: The attempt number (from 1).
+        job_at: When the job was submitted (the archive's partition key), or None.
+    """
+
+    __slots__ = ("_attempt", "_job_at")
+
+    def __init__(self, attempt: int, job_at: datetime | None) -> None:
+        self._attempt = (wire.HEADER_ATTEMPT, str(attempt).encode())
+        self._job_at = None if job_at is None else (wire.HEADER_JOB_AT, job_at.isoformat().encode())
+
+    def __repr__(self) -> str:
+        return f"<LineHeaders attempt={self._attempt[1].decode()}>"
+
+    def of(
+        self, line_no: int, received_at: datetime, terminated: bool, chat_id: str | None
+    ) -> list[tuple[str, bytes]]:
+        """Returns: the headers of line ``line_no``, received at ``received_at`` (UTC)."""
+        headers = [
+            self._attempt,
+            (wire.HEADER_LINE_NO, str(line_no).encode()),
+            (wire.HEADER_RECEIVED_AT, received_at.isoformat().encode()),
+            (wire.HEADER_TERMINATED, b"1" if terminated else b"0"),
+        ]
+        if chat_id is not None:
+            headers.append((wire.HEADER_CHAT_ID, chat_id.encode()))
+        if self._job_at is not None:
+            headers.append(self._job_at)
+        return headers
+
+
 class LineEnvelope(BaseModel):
     r"""One fanned-out NDJSON line and where it belongs.
 
@@ -262,16 +301,9 @@ class LineEnvelope(BaseModel):
 
     def to_record(self) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
         """Returns: ``(key, value, headers)`` for ``chat.lines``; value is :attr:`raw` unchanged."""
-        headers = [
-            (wire.HEADER_ATTEMPT, str(self.attempt).encode()),
-            (wire.HEADER_LINE_NO, str(self.line_no).encode()),
-            (wire.HEADER_RECEIVED_AT, self.received_at.isoformat().encode()),
-            (wire.HEADER_TERMINATED, b"1" if self.terminated else b"0"),
-        ]
-        if self.chat_id is not None:
-            headers.append((wire.HEADER_CHAT_ID, self.chat_id.encode()))
-        if self.job_at is not None:
-            headers.append((wire.HEADER_JOB_AT, self.job_at.isoformat().encode()))
+        headers = LineHeaders(self.attempt, self.job_at).of(
+            self.line_no, self.received_at, self.terminated, self.chat_id
+        )
         return self.job_id.encode(), self.raw, headers
 
     @classmethod

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any, Final
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from aiokafka.partitioner import DefaultPartitioner
 
-from models.records import JobEvent, LineEnvelope
+from models.records import Headers, JobEvent
 from models.wire import TOPIC_JOB_EVENTS, TOPIC_LINES
 from pipeline.errors import RecordDeliveryError, RecordTooLargeError
 from pipeline.settings import Settings
@@ -59,8 +60,6 @@ TOPIC_ERROR_ALREADY_EXISTS: Final = 36
 
 PRUNE_PENDING_AT: Final = 1024
 """A job's output forgets acknowledged records once this many are tracked."""
-
-Headers = Sequence[tuple[str, bytes]]
 
 
 def create_producer(
@@ -212,12 +211,34 @@ async def delivered(pending: Iterable[Pending]) -> None:
             raise RecordDeliveryError(f"record not acknowledged: {exc!r}", topic=topic) from exc
 
 
+async def partition_of(producer: AIOKafkaProducer, topic: str, key: bytes) -> int:
+    """Returns: the partition of ``topic`` that records keyed ``key`` go to.
+
+    The same choice as the producer's own (aiokafka's ``DefaultPartitioner``: murmur2 of the
+    key over the partitions sorted by id, as the Java client), made once instead of per record.
+
+    Raises:
+        RecordDeliveryError: Kafka's metadata for ``topic`` cannot be had.
+    """
+    try:
+        partitions = sorted(await producer.partitions_for(topic))
+    except KafkaError as exc:
+        raise RecordDeliveryError(f"no partitions known: {exc!r}", topic=topic) from exc
+    return int(DefaultPartitioner()(key, partitions, partitions))
+
+
 async def _send(
-    producer: AIOKafkaProducer, topic: str, *, key: bytes | None, value: bytes, headers: Headers
+    producer: AIOKafkaProducer,
+    topic: str,
+    *,
+    key: bytes | None,
+    value: bytes,
+    headers: Headers,
+    partition: int | None = None,
 ) -> asyncio.Future[Any]:
     try:
         future: asyncio.Future[Any] = await producer.send(
-            topic, value, key=key, headers=list(headers)
+            topic, value, key=key, headers=list(headers), partition=partition
         )
     except MessageSizeTooLargeError as exc:
         raise RecordTooLargeError(
@@ -237,7 +258,9 @@ class JobOutput:
 
     Records are sent without waiting for each acknowledgement; :meth:`delivered` waits for all
     of them. Every record of the job has the job id as key, so they share a partition and the
-    idempotent producer keeps their order.
+    idempotent producer keeps their order. The lines' partition is computed once, at the first
+    line (:func:`partition_of`): a partition added to ``chat.lines`` while the job runs does not
+    split its lines.
 
     Args:
         producer: A started idempotent producer (:func:`create_producer`).
@@ -263,21 +286,36 @@ class JobOutput:
         self._lines_topic = settings.topic(TOPIC_LINES)
         self._events_topic = settings.topic(TOPIC_JOB_EVENTS)
         self._pending: list[tuple[str, asyncio.Future[Any]]] = []
+        self._lines_partition: int | None = None
         self.lines_sent = 0
 
     def __repr__(self) -> str:
         pending = len(self._pending)
         return f"<JobOutput key={self._key!r} lines_sent={self.lines_sent} pending={pending}>"
 
-    async def send_line(self, envelope: LineEnvelope) -> None:
-        """Queues one line for ``chat.lines`` (value = the raw bytes, metadata in headers).
+    async def send_line(self, raw: bytes, headers: Headers) -> None:
+        """Queues one line for ``chat.lines``: value = the raw bytes, metadata in ``headers``.
+
+        Args:
+            raw: The line as received.
+            headers: Its headers (:class:`models.records.LineHeaders`).
 
         Raises:
             RecordTooLargeError: The line exceeds ``max_record_bytes``.
             RecordDeliveryError: The producer could not queue it in time.
         """
-        _, value, headers = envelope.to_record()
-        await self._send(self._lines_topic, value, headers, producer=self._lines_producer)
+        producer = self._lines_producer
+        if self._lines_partition is None:
+            self._lines_partition = await partition_of(producer, self._lines_topic, self._key)
+        future = await _send(
+            producer,
+            self._lines_topic,
+            key=self._key,
+            value=raw,
+            headers=headers,
+            partition=self._lines_partition,
+        )
+        self._track(self._lines_topic, future)
         self.lines_sent += 1
 
     async def send_event(self, event: JobEvent) -> None:
@@ -293,17 +331,11 @@ class JobOutput:
         pending, self._pending = self._pending, []
         await delivered(pending)
 
-    async def _send(
-        self,
-        topic: str,
-        value: bytes,
-        headers: Headers,
-        *,
-        producer: AIOKafkaProducer | None = None,
-    ) -> None:
-        future = await _send(
-            producer or self._producer, topic, key=self._key, value=value, headers=headers
-        )
+    async def _send(self, topic: str, value: bytes, headers: Headers) -> None:
+        future = await _send(self._producer, topic, key=self._key, value=value, headers=headers)
+        self._track(topic, future)
+
+    def _track(self, topic: str, future: asyncio.Future[Any]) -> None:
         self._pending.append((topic, future))
         if len(self._pending) >= PRUNE_PENDING_AT:
             self._pending = [(t, f) for t, f in self._pending if not _succeeded(f)]

@@ -24,7 +24,7 @@ from typing import Final, Protocol
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
 from models.chat import ChatRequest
-from models.records import ChatJob, JobEvent, LineEnvelope
+from models.records import ChatJob, Headers, JobEvent
 from pipeline import metrics
 from pipeline.errors import ChatThrottledError, TransientError
 
@@ -43,8 +43,12 @@ class Output(Protocol):
     means records may not be durable, and :meth:`JobRunner.run` passes it to its caller.
     """
 
-    async def send_line(self, envelope: LineEnvelope) -> None:
-        """Queues a line for ``chat.lines``."""
+    async def send_line(self, raw: bytes, headers: Headers) -> None:
+        """Queues a line for ``chat.lines``: its bytes as received and its headers.
+
+        ``headers`` come from :class:`models.records.LineHeaders` (the record's key is the
+        output's job id).
+        """
 
     async def send_event(self, event: JobEvent) -> None:
         """Queues a lifecycle event for ``chat.job-events``."""

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from models.chat import AbortRequest
-from models.records import ChatJob, EventKind, JobEvent, LineEnvelope
+from models.records import ChatJob, EventKind, JobEvent, LineHeaders
 from pipeline import metrics
 from pipeline.chat.client import ChatClient, StreamLine
 from pipeline.errors import PipelineError, TransientError
@@ -77,6 +77,10 @@ class _Run:
     control: JobControl
     started: float = field(default_factory=time.monotonic)
     chat_id_known: asyncio.Event = field(default_factory=asyncio.Event)
+    headers: LineHeaders = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.headers = LineHeaders(self.attempt, self.job.submitted_at)
 
 
 class JobRunner:
@@ -324,22 +328,11 @@ class JobRunner:
     async def _publish(self, run: _Run, output: Output, line: StreamLine) -> None:
         if line.may_matter:  # most lines (deltas) are forwarded without a parse
             self._observe(run, line)
-        # Built from values already checked (the job, our counters, the client's line): no
-        # validation per line. The message is not carried: the record is the raw bytes.
-        envelope = LineEnvelope.model_construct(
-            job_id=run.job.job_id,
-            attempt=run.attempt,
-            line_no=line.line_no,
-            received_at=line.received_at,
-            raw=line.raw,
-            terminated=line.terminated,
-            chat_id=run.state.chat_id,
-            message=None,
-            parse_error=None,
-            job_at=run.job.submitted_at,
-        )
+        # The record is the raw bytes with the envelope's headers (models.records.LineHeaders):
+        # no envelope per line; its fields are our counters and the client's line.
+        headers = run.headers.of(line.line_no, line.received_at, line.terminated, run.state.chat_id)
         try:
-            await output.send_line(envelope)
+            await output.send_line(line.raw, headers)
             run.state.lines += 1
             metrics.LINES.inc()
             if run.state.lines == 1:

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from models.records import ChatJob, JobEvent, LineEnvelope
+from models.records import ChatJob, Headers, JobEvent, LineEnvelope
 from pipeline.chat.client import ChatClient
 from pipeline.errors import PermanentError, TransientError
 from pipeline.worker.attempts import PriorAttempts
@@ -30,7 +30,8 @@ class RecordingOutput:
         self._fail_line = fail_line
         self._error = error
 
-    async def send_line(self, envelope: LineEnvelope) -> None:
+    async def send_line(self, raw: bytes, headers: Headers) -> None:
+        envelope = LineEnvelope.from_record(b"recorded", raw, headers)
         if envelope.line_no == self._fail_line and self._error is not None:
             raise self._error
         self.lines.append(envelope)

@@ -75,7 +75,9 @@ class Producer:
         self.sent: list[tuple[str, bytes, bytes | None, list[tuple[str, bytes]]]] = []
         self._fail = fail
 
-    async def send(self, topic: str, value: bytes, *, key: bytes | None, headers: Any) -> Any:
+    async def send(
+        self, topic: str, value: bytes, *, key: bytes | None, headers: Any, partition: Any = None
+    ) -> Any:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if self._fail:
             future.set_exception(KafkaConnectionError("broker gone"))

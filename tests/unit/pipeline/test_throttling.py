@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from models.records import ChatJob, JobEvent, LineEnvelope
+from models.records import ChatJob, Headers, JobEvent, LineEnvelope
 from pipeline.chat.client import ChatClient, error_for_status, parse_retry_after
 from pipeline.errors import ChatServerError, ChatThrottledError
 from pipeline.worker.job_runner import JobControl, JobRunner, RetryPolicy
@@ -27,8 +27,8 @@ class Output:
         self.lines: list[LineEnvelope] = []
         self.events: list[JobEvent] = []
 
-    async def send_line(self, envelope: LineEnvelope) -> None:
-        self.lines.append(envelope)
+    async def send_line(self, raw: bytes, headers: Headers) -> None:
+        self.lines.append(LineEnvelope.from_record(b"recorded", raw, headers))
 
     async def send_event(self, event: JobEvent) -> None:
         self.events.append(event)
