@@ -88,8 +88,9 @@ class LimitStats:
         """Summarises the agent's load over the run.
 
         Returns:
-            The counters, the busy window (first stream start to last stream end) in seconds
-            and the mean number of concurrent streams over it.
+            The counters, the busy window (first stream start to last stream end) in seconds,
+            the mean number of concurrent streams over it, and its ramp (first stream to the
+            limit first reached) and drain (last stream opened to last stream ended), seconds.
         """
         window_s = (
             (self.last_end - self.first_start)
@@ -105,6 +106,12 @@ class LimitStats:
             "window_s": window_s,
             "mean_streams": self.busy_stream_s / window_s if window_s > 0 else 0.0,
             "steady_mean_streams": self._steady_mean(),
+            "ramp_s": self.steady_from[0] - self.first_start
+            if self.steady_from is not None and self.first_start is not None
+            else None,
+            "drain_s": self.last_end - self.steady_to[0]
+            if self.steady_to is not None and self.last_end is not None
+            else None,
         }
 
     def _steady_mean(self) -> float:

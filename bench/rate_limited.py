@@ -162,6 +162,8 @@ def results(transcripts: list[Transcript], jobs: int) -> list[Result]:
         "agent_window_s": agent["window_s"],
         "mean_streams": agent["mean_streams"],
         "steady_mean_streams": agent["steady_mean_streams"],
+        "ramp_s": agent["ramp_s"],
+        "drain_s": agent["drain_s"],
         "peak_streams": agent["peak"],
         "run_s": f.run_s,
         "reader_jobs_per_s": reader,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing, asynccontextmanager
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -317,7 +317,12 @@ class ChatClient:
             await pool.aclose()
 
     async def stream_chat(
-        self, url: str, request: ChatRequest, *, api_key: str | SecretStr | None = None
+        self,
+        url: str,
+        request: ChatRequest,
+        *,
+        api_key: str | SecretStr | None = None,
+        on_accepted: Callable[[], None] | None = None,
     ) -> AsyncGenerator[StreamLine, None]:
         r"""Streams a chat turn line by line (interface, "1. Chat").
 
@@ -328,6 +333,8 @@ class ChatClient:
             url: Full URL of the chat endpoint (``.../chat/stream-chat-state``).
             request: The chat request; sent as ``request.to_wire()`` JSON.
             api_key: Key for this call instead of the client's own (a job's own key).
+            on_accepted: Called once the agent answered with a 2xx status, before the body is
+                read (the worker's adaptive limit counts the call as served from here).
 
         Yields:
             Every line in order, line numbers from 1; a last line without ``\n`` comes with
@@ -342,6 +349,8 @@ class ChatClient:
         """
         async with self._call(url, request.to_wire(), api_key) as response:
             self.streams_opened += 1
+            if on_accepted is not None:
+                on_accepted()
             splitter = NdjsonSplitter()
             line_no = 0
             try:

@@ -7,8 +7,9 @@ A job waits in :meth:`Admission.acquire` (before its ``started`` event) until al
    every :data:`SAMPLE_S`); one job is always allowed;
 2. **the target's adaptive limit** — fewer jobs prepared for the job's agent
    (:func:`target_key`: the chat URL's host and path) than its :class:`~.limits.AimdLimit`
-   allows plus a spare half; the limit grows with every first line and shrinks on 429s and
-   rising first-line latency, so a run finds the agent's limit by itself (each worker its share);
+   allows plus a spare half (as many in slow start); the limit grows with every call the agent
+   accepts (2xx) and shrinks on 429s (never below the calls it is serving) and on rising
+   first-line latency, so a run finds the agent's limit by itself (each worker its share);
 3. **the group's leases** — when the job carries ``limits`` (key: its run) or
    ``target_limits`` (key: its target): a stream lease below ``max_concurrency`` and a
    one-minute lease below ``requests_per_minute``, each counted across every worker of the
@@ -101,6 +102,7 @@ class Ticket:
         self._epoch = limit.epoch
         self.leases: list[Lease] | None = leases
         self.streaming = False
+        self.served = False
         self.released = False
         self._retrying = False
 
@@ -113,13 +115,17 @@ class Ticket:
         if self._limit.on_throttled(self._epoch):
             self._admission.limit_changed(self._target, self._limit, "throttled")
         if self.streaming:  # no stream while it waits: the slot may serve a job the limit allows
-            self.streaming = False
             self._retrying = True
-            self._limit.release()
-            self._admission.changed()
+            self._free_slot()
+
+    def accepted(self) -> None:
+        """The agent accepted the call (2xx): it counts as served and the limit grows."""
+        if self.streaming and not self.served:
+            self.served = True
+            self._limit.on_accepted()
 
     def first_line(self, latency_s: float) -> None:
-        """The call's first line came: the limit grows, or shrinks when latency rose."""
+        """The call's first line came: the limit shrinks when the latency rose."""
         self._retrying = False
         if self._limit.on_first_line(self._epoch, latency_s):
             self._admission.limit_changed(self._target, self._limit, "latency")
@@ -144,12 +150,16 @@ class Ticket:
         """The stream closed: frees the stream slot and the stream leases now."""
         self._retrying = False
         if self.streaming:
-            self.streaming = False
-            self._limit.release()
-            self._admission.changed()
+            self._free_slot()
         if self.leases is not None:
             self._admission.release_leases(self.leases)
             self.leases = None
+
+    def _free_slot(self) -> None:
+        self.streaming = False
+        self._limit.release(served=self.served)
+        self.served = False
+        self._admission.changed()
 
     def release(self) -> None:
         """The job ended: frees everything it held (idempotent)."""

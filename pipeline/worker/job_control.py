@@ -63,6 +63,9 @@ class Throttling(Protocol):
     def throttled(self, retry_after_s: float | None) -> None:
         """The agent answered 429 (or 503 with ``Retry-After``)."""
 
+    def accepted(self) -> None:
+        """The agent accepted the call (a 2xx status): it serves this stream."""
+
     def first_line(self, latency_s: float) -> None:
         """The first line arrived ``latency_s`` seconds after the successful call started."""
 
@@ -154,7 +157,8 @@ class JobControl:
     """Abort requests for one running job (the first reason wins), and what its calls met.
 
     Args:
-        observer: Told of throttled answers and first-line latencies (the admission ticket).
+        observer: Told of throttled and accepted calls and first-line latencies (the admission
+            ticket).
 
     Attributes:
         reason: Why an abort was requested; None while none was.
@@ -186,6 +190,11 @@ class JobControl:
         metrics.THROTTLED.inc()
         if self._observer is not None:
             self._observer.throttled(retry_after_s)
+
+    def accepted(self) -> None:
+        """Tells the observer the agent accepted the latest call (its status was a 2xx)."""
+        if self._observer is not None:
+            self._observer.accepted()
 
     def first_line(self) -> None:
         """Tells the observer how long the latest call took to give its first line."""

@@ -315,7 +315,9 @@ class JobRunner:
         job = run.job
         state_of = run.state.chat_id if run.state.state_fetch else None
         request = chat_request(job, state_of=state_of)
-        stream = self._client.stream_chat(job.chat_url, request, api_key=job.api_key)
+        stream = self._client.stream_chat(
+            job.chat_url, request, api_key=job.api_key, on_accepted=run.control.accepted
+        )
         try:
             first = await anext(stream)
         except StopAsyncIteration:

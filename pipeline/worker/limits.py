@@ -4,11 +4,16 @@
 once. Additive increase, multiplicative decrease, as TCP's congestion window (RFC 5681 §3.1) and
 Netflix's ``concurrency-limits`` ``AIMDLimit`` (backoff ratio 0.9):
 
-* while no throttling was seen, every successful call raises the limit by 1 (slow start: the
-  limit doubles per round of calls); afterwards by ``1 / limit`` (one per round);
-* a throttled answer (429, or 503 with ``Retry-After``) multiplies it by ``backoff_ratio``, and
-  so does a first-line latency that rose above ``latency_tolerance`` times the target's
-  baseline (plus ``min_rise_s``);
+* while no throttling was seen, every accepted call (a 2xx status: the agent serves it) raises
+  the limit by 1 (slow start: the limit doubles per round trip); afterwards by ``1 / limit``
+  (one per round);
+* a throttled answer (429, or 503 with ``Retry-After``) multiplies it by ``backoff_ratio``, but
+  never below the calls the agent is serving at that moment (streams past their first line:
+  proof that it takes that many at once), so a run that found a concurrency limit stays at it
+  instead of falling 10% below and climbing back one call per round (issue 13: with 2 s turns a
+  500-job run is ten rounds, and the sawtooth kept 96% of the limit); a first-line latency that
+  rose above ``latency_tolerance`` times the target's baseline (plus ``min_rise_s``) multiplies
+  it by ``backoff_ratio`` with no such floor (the agent is slowing down while it serves);
 * one decrease per round: a signal from a call admitted before the latest decrease (an older
   *epoch*) does not decrease again, so a burst of 429s answering one overshoot costs one step.
 
@@ -50,6 +55,7 @@ class AimdLimit:
     Attributes:
         limit: The current limit (fractional; :attr:`allowed` is its floor).
         in_flight: Streams (calls) admitted and not released.
+        serving: Those of them the agent accepted (answered with a 2xx status).
         prepared: Jobs admitted to this target (streaming or about to), at most
             :attr:`allowed` plus :attr:`spare`.
         epoch: Decreases so far; tickets carry the epoch they were admitted in.
@@ -66,6 +72,7 @@ class AimdLimit:
     min_rise_s: float = MIN_RISE_S
     limit: float = field(init=False)
     in_flight: int = field(default=0, init=False)
+    serving: int = field(default=0, init=False)
     prepared: int = field(default=0, init=False)
     epoch: int = field(default=0, init=False)
     slow_start: bool = field(default=True, init=False)
@@ -85,8 +92,13 @@ class AimdLimit:
 
     @property
     def spare(self) -> int:
-        """Jobs that may be prepared beyond :attr:`allowed` (:data:`SPARE_RATIO`)."""
-        return max(math.ceil(self.allowed * SPARE_RATIO), MIN_SPARE)
+        """Jobs that may be prepared beyond :attr:`allowed`.
+
+        :data:`SPARE_RATIO` of it; in slow start as many as :attr:`allowed` (the limit doubles
+        per round, so the next round's calls are ready when their slots open).
+        """
+        ratio = 1.0 if self.slow_start else SPARE_RATIO
+        return max(math.ceil(self.allowed * ratio), MIN_SPARE)
 
     def try_prepare(self) -> bool:
         """Admits one job to prepare (below ``allowed + spare``). Returns: whether it was."""
@@ -110,26 +122,35 @@ class AimdLimit:
         self.in_flight += 1
         return self.epoch
 
-    def release(self) -> None:
-        """A call admitted by :meth:`try_acquire` ended."""
+    def on_accepted(self) -> None:
+        """A call admitted by :meth:`try_acquire` was accepted: it is served; the limit grows."""
+        self.serving += 1
+        step = 1.0 if self.slow_start else 1.0 / max(self.limit, 1.0)
+        self.limit = min(self.limit + step, float(self.maximum))
+
+    def release(self, *, served: bool = False) -> None:
+        """A call admitted by :meth:`try_acquire` ended (``served``: after :meth:`on_accepted`)."""
         self.in_flight = max(self.in_flight - 1, 0)
+        if served:
+            self.serving = max(self.serving - 1, 0)
 
     def on_throttled(self, epoch: int) -> bool:
-        """A call of ``epoch`` was throttled. Returns: True when the limit decreased."""
-        return self._decrease(epoch)
+        """A call of ``epoch`` was throttled.
+
+        Returns:
+            True when this was the epoch's decrease: the limit fell to ``backoff_ratio`` of
+            itself, but not below :attr:`serving` (module docstring).
+        """
+        return self._decrease(epoch, floor=self.serving)
 
     def on_first_line(self, epoch: int, latency_s: float) -> bool:
         """A call of ``epoch`` gave its first line ``latency_s`` seconds after it started.
 
         Returns:
-            True when the limit decreased (latency rose), False when it increased.
+            True when the limit decreased (the smoothed latency rose past the tolerance).
         """
         self._observe(latency_s)
-        if self._slowed_down():
-            return self._decrease(epoch)
-        step = 1.0 if self.slow_start else 1.0 / max(self.limit, 1.0)
-        self.limit = min(self.limit + step, float(self.maximum))
-        return False
+        return self._slowed_down() and self._decrease(epoch)
 
     def _observe(self, latency_s: float) -> None:
         if self.smoothed_s is None or self.baseline_s is None:
@@ -146,10 +167,10 @@ class AimdLimit:
             return False
         return self.smoothed_s > self.baseline_s * self.latency_tolerance + self.min_rise_s
 
-    def _decrease(self, epoch: int) -> bool:
+    def _decrease(self, epoch: int, floor: int = 0) -> bool:
         if epoch != self.epoch:
             return False
-        self.limit = max(self.limit * self.backoff_ratio, float(self.minimum))
+        self.limit = max(self.limit * self.backoff_ratio, float(floor), float(self.minimum))
         self.epoch += 1
         self.decreases += 1
         self.slow_start = False

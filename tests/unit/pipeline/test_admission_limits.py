@@ -34,10 +34,10 @@ def test_limit_admits_up_to_its_floor_and_frees_on_release() -> None:
 def test_slow_start_doubles_per_round_until_the_first_throttle() -> None:
     limit = AimdLimit(initial=4)
     for _ in range(4):
-        limit.on_first_line(0, 0.1)
+        limit.on_accepted()
     assert limit.limit == 8
     for _ in range(8):
-        limit.on_first_line(0, 0.1)
+        limit.on_accepted()
     assert limit.limit == 16
 
 
@@ -50,9 +50,9 @@ def test_throttle_decreases_once_per_epoch_then_increase_is_additive() -> None:
     assert [limit.on_throttled(e) for e in epochs[1:10]] == [False] * 9
     assert limit.limit == pytest.approx(45.0)
     assert limit.slow_start is False
-    # one round (45 first lines) adds about one stream
+    # one round (45 accepted calls) adds about one stream
     for _ in range(45):
-        limit.on_first_line(limit.epoch, 0.1)
+        limit.on_accepted()
     assert 45.9 < limit.limit < 46.1
 
 
@@ -92,12 +92,61 @@ def test_limit_reaches_the_agent_s_limit_and_stays_near_it() -> None:
         served += min(len(epochs), capacity)
         for index, epoch in enumerate(epochs):
             if index < capacity:
+                limit.on_accepted()
                 limit.on_first_line(epoch, 0.1)
             else:
                 limit.on_throttled(epoch)
-            limit.release()
+        for index in range(len(epochs)):
+            limit.release(served=index < capacity)
     assert served / 200 >= 0.9 * capacity
     assert 0.85 * capacity <= limit.limit <= 1.1 * capacity
+
+
+def test_a_throttle_never_drops_the_limit_below_the_calls_being_served() -> None:
+    limit = AimdLimit(initial=60)
+    epochs = _fill(limit)
+    for _ in range(50):  # the agent took 50 of the 60 calls
+        limit.on_accepted()
+    limit.limit = 60.0  # as it was before those 50 grew it
+    assert limit.on_throttled(epochs[55]) is True
+    assert limit.limit == 54.0  # 60 x 0.9 is above the 50 served
+    assert limit.on_throttled(limit.epoch) is True
+    assert limit.limit == 50.0  # 54 x 0.9 would be 48.6: 50 are proven
+    for _ in range(50):
+        limit.release(served=True)
+    assert (limit.serving, limit.in_flight) == (0, 10)
+    assert limit.on_throttled(limit.epoch) is True
+    assert limit.limit == 45.0  # nothing served now: the plain decrease
+
+
+def test_a_latency_rise_decreases_below_the_calls_being_served() -> None:
+    limit = AimdLimit(initial=20, min_rise_s=0.0)
+    _fill(limit)
+    for _ in range(20):
+        limit.on_accepted()
+    limit.limit = 20.0  # as it was before those 20 grew it
+    limit.on_first_line(limit.epoch, 0.1)
+    assert limit.on_first_line(limit.epoch, 5.0) is True
+    assert limit.limit == 18.0  # below the 20 served: the agent is slowing down
+
+
+def test_with_calls_served_counted_a_run_holds_the_agent_s_concurrency_limit() -> None:
+    """A simulated agent taking 50 streams: after the first rounds the limit stays at 50-51."""
+    limit = AimdLimit(initial=16)
+    capacity, served = 50, []
+    for _ in range(100):  # rounds: every admitted call either streams or is throttled
+        epochs = _fill(limit)
+        for index, epoch in enumerate(epochs):
+            if index < capacity:
+                limit.on_accepted()
+                limit.on_first_line(epoch, 0.1)
+            else:
+                limit.on_throttled(epoch)
+        served.append(min(len(epochs), capacity))
+        for index in range(len(epochs)):
+            limit.release(served=index < capacity)
+    assert min(served[5:]) == capacity
+    assert capacity <= limit.limit < capacity + 2
 
 
 def test_headroom_closes_on_loop_lag_or_cpu_and_reopens() -> None:

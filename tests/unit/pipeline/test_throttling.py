@@ -43,9 +43,13 @@ class Observer:
         self.latencies: list[float] = []
         self.ended = 0
         self.admissions = 0
+        self.accepts = 0
 
     def throttled(self, retry_after_s: float | None) -> None:
         self.throttles.append(retry_after_s)
+
+    def accepted(self) -> None:
+        self.accepts += 1
 
     def first_line(self, latency_s: float) -> None:
         self.latencies.append(latency_s)
@@ -145,6 +149,7 @@ async def test_throttled_answers_burn_no_attempt_and_are_counted() -> None:
     assert terminal.throttled == 5
     assert observer.throttles == [0.01, 0.01, 0.01, 0.01, 0.0]
     assert len(observer.latencies) == 1
+    assert observer.accepts == 1  # the 200, not the five 429s
     assert observer.ended == 1
     assert observer.admissions == 6  # a stream slot before each call, the throttled ones too
 
