@@ -110,6 +110,8 @@ class PacedFigures:
     sink_cpu_s: float = 0.0
     worker_rss_kib: int = 0
     agent_cpu_s: float = 0.0
+    postgres_cpu_s: float = 0.0
+    kafka_cpu_s: float = 0.0
     kafka_latency_s: list[float] = field(default_factory=list)
     archive_latency_s: list[float] = field(default_factory=list)
     job_delays_s: list[float] = field(default_factory=list)
@@ -148,6 +150,8 @@ class PacedFigures:
             "sink_cpu_us_per_line": self.per_line_us(self.sink_cpu_s),
             "reader_cpu_us_per_line": self.reader_cpu_us,
             "agent_cpu_us_per_line": self.per_line_us(self.agent_cpu_s),
+            "postgres_cpu_us_per_line": self.per_line_us(self.postgres_cpu_s),
+            "kafka_cpu_us_per_line": self.per_line_us(self.kafka_cpu_s),
             "worker_rss_kib_per_stream": self.worker_rss_kib / self.level.concurrency,
             "max_streams_in_flight": self.max_in_flight,
             **{k: summary([x * 1000 for x in v]) for k, v in ms.items()},
@@ -155,11 +159,59 @@ class PacedFigures:
         }
 
 
-def cpu_s(pid: int) -> float:
-    """Returns: user + system CPU seconds of process ``pid`` (``/proc/<pid>/stat``)."""
+def cpu_s(pid: int, *, reaped: bool = False) -> float:
+    """Returns: user + system CPU seconds of process ``pid`` (``/proc/<pid>/stat``).
+
+    ``reaped``: also its children that ended and were waited for (``cutime`` + ``cstime``).
+    """
+    fields = _stat(pid)
+    ticks = int(fields[11]) + int(fields[12])
+    if reaped:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / CLOCK_TICKS
+
+
+def _stat(pid: int) -> list[str]:
+    """Returns: ``/proc/<pid>/stat`` after the command name (field 3 on is index 0 on)."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        return stat.read().rsplit(")", 1)[1].split()
+
+
+def server_cpu_s() -> tuple[float, float]:
+    """Returns: CPU seconds used so far by the PostgreSQL server and the Kafka broker.
+
+    PostgreSQL: every postmaster (a ``postgres`` process whose parent is not one) with the
+    backends it reaped, plus its live processes (backends, WAL writer, checkpointer...); a
+    backend that ends between two readings moves from the second sum to the first, so
+    differences stay right. Kafka: the JVM running ``kafka.Kafka``. Both are the servers
+    ``ops/services.sh`` runs; whatever else uses them meanwhile is counted too.
+    """
+    comm: dict[int, str] = {}
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/comm", encoding="ascii") as name:
+                    comm[int(entry)] = name.read().strip()
+                parent[int(entry)] = int(_stat(int(entry))[1])
+            except (OSError, ValueError, IndexError):
+                continue  # gone meanwhile
+    postgres = kafka = 0.0
+    for pid, name in comm.items():
+        try:
+            if name == "postgres":
+                postmaster = comm.get(parent[pid]) != "postgres"
+                postgres += cpu_s(pid, reaped=postmaster)
+            elif name == "java" and b"kafka.Kafka" in _cmdline(pid):
+                kafka += cpu_s(pid)
+        except (OSError, ValueError, IndexError):
+            continue
+    return postgres, kafka
+
+
+def _cmdline(pid: int) -> bytes:
+    with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+        return cmdline.read()
 
 
 def reset_peak_rss(pid: int) -> int:
@@ -208,7 +260,11 @@ def measure_level(
         rss_before = reset_peak_rss(worker)
         cpu_before = cpu_s(worker), cpu_s(sink)
         agent_before = cpu_s(agent_pid) if agent_pid else 0.0
+        servers_before = server_cpu_s()
         started, delays, commits = stack.run(jobs)
+        servers_after = server_cpu_s()
+        figures.postgres_cpu_s = servers_after[0] - servers_before[0]
+        figures.kafka_cpu_s = servers_after[1] - servers_before[1]
         figures.agent_cpu_s = cpu_s(agent_pid) - agent_before if agent_pid else 0.0
         figures.worker_cpu_s = cpu_s(worker) - cpu_before[0]
         figures.sink_cpu_s = cpu_s(sink) - cpu_before[1]
