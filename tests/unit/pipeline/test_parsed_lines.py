@@ -53,6 +53,10 @@ def test_a_line_added_again_replaces_the_earlier_one() -> None:
         (b'{"n":1e999}', False),  # overflows to inf
         (b'{"r":"[\\n-1.5E+400]"}', False),  # in nested JSON, after an escaped newline
         (b'{"id":"0b5e123-4430"}', True),  # an id, not a number
+        (b'{"n":-5E308}', False),  # upper case, after a sign
+        (b'{"n":[1,2E-400]}', False),
+        (b'{"n":1.5e99,"m":"x9e999y"}', True),  # two-digit exponent; in a word, no number
+        (b'{"id":"\\u00e9"}', True),  # an escape that is neither NUL nor a surrogate
     ],
 )
 def test_storable_as_parsed_flags_what_cleaning_would_change(raw: bytes, clean: bool) -> None:
