@@ -1,14 +1,32 @@
 """Archive writes for derived rows: normalise attempts whose lines are all stored.
 
 A database module used by :class:`pipeline.archive.writer.ArchiveWriter` inside its transaction
-(with
-the jobs' advisory locks held). An attempt is ready when a terminal event of it gave a
+(with the jobs' advisory locks held). An attempt is ready when a terminal event of it gave a
 ``line_count`` and ``stream_lines`` holds lines ``1..line_count``; it is normalised once, which
-the presence of its ``answers`` row records. Normalising reads the lines back, runs the pure
-:func:`pipeline.transcript.normalise.normalise`, replaces the attempt's rows in ``messages``,
-``tool_calls``, ``sql_queries`` and ``answers`` and raises ``jobs.normalised_attempt``. So the
-order of lines and events across the two topics does not matter, and the derived tables can
-be recomputed from the raw lines at any time.
+the presence of its ``answers`` row records. Normalising takes the lines as stored, runs the
+pure :func:`pipeline.transcript.normalise.normalise`, replaces the attempt's rows in
+``messages``, ``tool_calls``, ``sql_queries`` and ``answers`` and raises
+``jobs.normalised_attempt``. So the order of lines and events across the two topics does not
+matter, and the derived tables can be recomputed from the raw lines at any time.
+
+Lines held (:func:`attempt_lines`): derived rows always follow the lines *as stored*. The
+writer's :class:`~pipeline.archive.parsed.ParsedLines` holds, parsed, each line whose row its
+own statement inserted, in the stored form (redacted bytes, cleaned chat id) and with the
+redaction mark it was inserted with. An attempt is normalised from those without reading its
+lines back when
+
+* every line ``1..line_count`` is held so: that many rows are ours, and :func:`ready` counted
+  exactly ``line_count`` rows numbered up to ``line_count``, so no other row (a duplicate
+  stored earlier in another partition) stands beside them; and
+* the attempt's rows carry exactly the redaction marks they were inserted with
+  (:func:`remarked`): ``chatscribe retention apply`` marks every row whose bytes it rewrites
+  or empties, and nothing else in the archive changes ``raw``.
+
+Any other attempt (a line stored earlier, by a redelivered record, another sink or a ``dlq
+replay``; a line dropped from the writer's budget; a sink restarted; ``renormalise`` and
+retention, which pass no held lines) is read back from ``stream_lines`` (:func:`read_lines`);
+a line read back with the bytes of a held one is not parsed again. A change of ``raw`` made
+outside the archive's code is not looked for here (``chatscribe verify`` reports it).
 
 All ready attempts of a batch are read with one query and written with one statement per
 table, under a savepoint; if PostgreSQL refuses a row, each attempt is retried under its own
@@ -21,7 +39,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 import orjson
 import psycopg
@@ -30,8 +48,9 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
-from models.archive import storable, storable_as_parsed, storable_row
+from models.archive import storable, storable_row
 from models.records import TERMINAL_EVENTS, LineEnvelope, parse_line
+from pipeline.archive.parsed import KnownLine, known_line
 from pipeline.archive.tables import (
     DERIVED_TABLES,
     answers,
@@ -65,7 +84,7 @@ def normalise_ready(
     pairs: Sequence[JobAttempt],
     *,
     force: bool = False,
-    known: Mapping[LineKey, LineEnvelope] | None = None,
+    known: Mapping[LineKey, KnownLine] | None = None,
 ) -> list[JobAttempt]:
     """Normalises every ready attempt among ``pairs`` (module docstring).
 
@@ -73,8 +92,10 @@ def normalise_ready(
         conn: A connection inside the batch's transaction, job locks held.
         pairs: (job id, attempt) pairs the batch touched.
         force: Normalise again even when the attempt already has an ``answers`` row.
-        known: Lines already parsed, by (job id, attempt, line number); a stored line with
-            the same bytes is not parsed again.
+        known: The writer's parsed lines, by (job id, attempt, line number)
+            (:class:`pipeline.archive.parsed.ParsedLines`): an attempt whose every line it
+            inserted is normalised without reading them back; a line read back with the same
+            bytes as a known one is not parsed again.
 
     Returns:
         The pairs normalised. An attempt whose rows PostgreSQL refuses is logged and skipped;
@@ -83,9 +104,11 @@ def normalise_ready(
     targets = ready(conn, pairs, force=force)
     if not targets:
         return []
-    stored = read_lines(conn, targets, known or {})
-    transcripts = [normalise(stored[(j, a)], job_id=j, attempt=a) for j, a, _ in targets]
-    clean = {key for key, lines in stored.items() if all(_clean(line) for line in lines)}
+    stored = attempt_lines(conn, targets, known or {})
+    transcripts = [
+        normalise([k.line for k in stored[(j, a)]], job_id=j, attempt=a) for j, a, _ in targets
+    ]
+    clean = {key for key, lines in stored.items() if all(k.clean for k in lines)}
     try:
         with conn.begin_nested():
             replace_rows(conn, transcripts, clean=clean)
@@ -114,7 +137,10 @@ def ready(
 ) -> list[tuple[str, int, int]]:
     """Returns: ``(job_id, attempt, line_count)`` of the ready attempts among ``pairs``, sorted.
 
-    With several terminal events for one attempt, the largest ``line_count`` counts.
+    With several terminal events for one attempt, the largest ``line_count`` counts. Ready
+    means ``stream_lines`` holds as many rows of the attempt numbered ``1..line_count`` as
+    ``line_count`` (a count: the rows are those lines unless one number is stored twice, in two
+    partitions).
     """
     e, lines = job_events, stream_lines
     stored = (
@@ -139,18 +165,87 @@ def ready(
     return [(job_id, attempt, n) for (job_id, attempt), n in sorted(found.items())]
 
 
+def attempt_lines(
+    conn: sa.Connection,
+    targets: Sequence[tuple[str, int, int]],
+    known: Mapping[LineKey, KnownLine],
+) -> dict[JobAttempt, list[KnownLine]]:
+    """Returns: lines ``1..line_count`` of each ready attempt as stored, by (job, attempt).
+
+    Held (module docstring, "Lines held"): taken from ``known`` when this writer inserted every
+    one of them and no row of the attempt was marked since; otherwise read back
+    (:func:`read_lines`).
+
+    Args:
+        conn: A connection inside the batch's transaction, job locks held.
+        targets: ``(job_id, attempt, line_count)`` of attempts :func:`ready` found.
+        known: The writer's parsed lines.
+    """
+    held: dict[JobAttempt, list[KnownLine]] = {}
+    for job_id, attempt, count in targets:
+        kept = [known.get((job_id, attempt, n)) for n in range(1, count + 1)]
+        if all(k is not None and k.inserted for k in kept):
+            held[(job_id, attempt)] = cast(list[KnownLine], kept)
+    for pair in remarked(conn, held):
+        del held[pair]
+    rest = [t for t in targets if (t[0], t[1]) not in held]
+    return held | read_lines(conn, rest, known) if rest else held
+
+
+def remarked(
+    conn: sa.Connection, held: Mapping[JobAttempt, Sequence[KnownLine]]
+) -> set[JobAttempt]:
+    """Returns: the attempts among ``held`` whose rows' redaction marks are not the ones inserted.
+
+    One query for the marked rows of the attempts (usually none): ``chatscribe retention
+    apply`` marks every row whose ``raw`` it rewrites or empties (``redacted``/``deleted``,
+    ``redacted_at`` its time), and nothing else rewrites ``raw``, so equal marks mean the
+    bytes held are the bytes stored.
+
+    Args:
+        conn: A connection inside the batch's transaction.
+        held: Each attempt's lines ``1..line_count`` as inserted, in line order.
+    """
+    if not held:
+        return set()
+    c = stream_lines.c
+    found: dict[JobAttempt, set[tuple[int, str, Any]]] = defaultdict(set)
+    for chunk in _chunks(list(held), PAIRS_PER_QUERY):
+        p = pairs_of(chunk)
+        query = (
+            sa.select(c.job_id, c.attempt, c.line_no, c.redaction, c.redacted_at)
+            .join(p, sa.and_(c.job_id == p.c.job_id, c.attempt == p.c.attempt))
+            .where(c.redaction.is_not(None))
+        )
+        for row in conn.execute(query):
+            pair = (row.job_id, row.attempt)
+            if row.line_no <= len(held[pair]):
+                found[pair].add((row.line_no, row.redaction, row.redacted_at))
+    changed = set()
+    for pair, lines in held.items():
+        inserted = {
+            (n, k.redaction, k.redacted_at)
+            for n, k in enumerate(lines, start=1)
+            if k.redaction is not None
+        }
+        if found.get(pair, set()) != inserted:
+            changed.add(pair)
+    return changed
+
+
 def read_lines(
     conn: sa.Connection,
     targets: Sequence[tuple[str, int, int]],
-    known: Mapping[LineKey, LineEnvelope],
-) -> dict[JobAttempt, list[LineEnvelope]]:
-    """Returns: lines ``1..line_count`` of each target attempt as stored, by (job, attempt).
+    known: Mapping[LineKey, KnownLine],
+) -> dict[JobAttempt, list[KnownLine]]:
+    """Returns: lines ``1..line_count`` of each target attempt read back as stored.
 
-    Each parsed from ``raw`` unless ``known`` holds the same bytes already parsed.
+    By (job, attempt). Each parsed from ``raw`` unless ``known`` holds the same bytes already
+    parsed (its :func:`~pipeline.archive.parsed.parsed_clean` verdict is then taken too).
     """
     c = stream_lines.c
     limits = {(job_id, attempt): n for job_id, attempt, n in targets}
-    out: dict[JobAttempt, list[LineEnvelope]] = defaultdict(list)
+    out: dict[JobAttempt, list[KnownLine]] = defaultdict(list)
     for chunk in _chunks(list(limits), PAIRS_PER_QUERY):
         p = pairs_of(chunk)
         query = (
@@ -160,18 +255,18 @@ def read_lines(
         )
         for row in conn.execute(query):
             if row.line_no <= limits[(row.job_id, row.attempt)]:
-                out[(row.job_id, row.attempt)].append(_envelope(row, known))
+                out[(row.job_id, row.attempt)].append(_read(row, known))
     return out
 
 
-def _envelope(row: Any, known: Mapping[LineKey, LineEnvelope]) -> LineEnvelope:
+def _read(row: Any, known: Mapping[LineKey, KnownLine]) -> KnownLine:
     raw = bytes(row.raw)
-    line = known.get((row.job_id, row.attempt, row.line_no))
-    if line is not None and line.raw == raw:
-        return line
+    kept = known.get((row.job_id, row.attempt, row.line_no))
+    if kept is not None and kept.line.raw == raw:
+        return kept
     message, parse_error = parse_line(raw)
     # Stored keys were validated on the way in; only the line itself is parsed again.
-    return LineEnvelope.model_construct(
+    line = LineEnvelope.model_construct(
         job_id=row.job_id,
         attempt=row.attempt,
         line_no=row.line_no,
@@ -182,6 +277,7 @@ def _envelope(row: Any, known: Mapping[LineKey, LineEnvelope]) -> LineEnvelope:
         message=message,
         parse_error=parse_error,
     )
+    return known_line(line)
 
 
 def replace_rows(
@@ -195,9 +291,10 @@ def replace_rows(
     Args:
         conn: A connection inside the batch's transaction.
         transcripts: The attempts' normalised transcripts.
-        clean: Attempts whose every line :func:`models.archive.storable_as_parsed` accepts:
-            their rows skip the text and JSON cleaning (the line was parsed once, in the sink's
-            decode; cleaning would serialise and parse every payload again).
+        clean: Attempts whose every line is clean
+            (:func:`pipeline.archive.parsed.parsed_clean`): their rows skip the text and JSON
+            cleaning (the line was parsed once, in the sink's decode; cleaning would serialise
+            and parse every payload again).
     """
     keys = [(t.job_id, t.attempt) for t in transcripts]
     for table in DERIVED_TABLES:
@@ -299,11 +396,6 @@ def jsonb_text(value: Any) -> bytes:
         return orjson.dumps(value)
     except TypeError:
         return json.dumps(value).encode()
-
-
-def _clean(line: LineEnvelope) -> bool:
-    """Returns: True when the line parsed and nothing in it needs cleaning to be stored."""
-    return line.message is not None and storable_as_parsed(line.raw)
 
 
 def pairs_of(chunk: Sequence[JobAttempt]) -> sa.TableValuedAlias:
