@@ -35,10 +35,11 @@ savepoint so that only the attempt at fault is left unnormalised (and logged).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, TypeVar, cast
 
 import orjson
@@ -105,21 +106,30 @@ def normalise_ready(
     if not targets:
         return []
     stored = attempt_lines(conn, targets, known or {})
-    transcripts = [
-        normalise([k.line for k in stored[(j, a)]], job_id=j, attempt=a) for j, a, _ in targets
-    ]
     clean = {key for key, lines in stored.items() if all(k.clean for k in lines)}
+    keys = [(job_id, attempt) for job_id, attempt, _ in targets]
+    made: list[Transcript] = []
+
+    def normalising(todo: Sequence[JobAttempt]) -> Iterator[Transcript]:
+        for job_id, attempt in todo:
+            lines = [k.line for k in stored[(job_id, attempt)]]
+            made.append(normalise(lines, job_id=job_id, attempt=attempt))
+            yield made[-1]
+
     try:
         with conn.begin_nested():
-            replace_rows(conn, transcripts, clean=clean)
-        return [(t.job_id, t.attempt) for t in transcripts]
+            replace_rows(conn, keys, normalising(keys), clean=clean)
+        return keys
     except _REFUSED as exc:
         logger.warning("derived rows refused, writing attempts one by one: %s", _cause(exc))
+    transcripts = [*made, *normalising(keys[len(made) :])]
     done = []
     for transcript in transcripts:
         try:
             with conn.begin_nested():
-                replace_rows(conn, [transcript], clean=clean)
+                replace_rows(
+                    conn, [(transcript.job_id, transcript.attempt)], [transcript], clean=clean
+                )
         except _REFUSED as exc:
             logger.error(
                 "cannot store derived rows job_id=%s attempt=%d error=%s",
@@ -281,45 +291,62 @@ def _read(row: Any, known: Mapping[LineKey, KnownLine]) -> KnownLine:
 
 
 def replace_rows(
-    conn: sa.Connection, transcripts: Sequence[Transcript], *, clean: Collection[JobAttempt] = ()
+    conn: sa.Connection,
+    keys: Sequence[JobAttempt],
+    transcripts: Iterable[Transcript],
+    *,
+    clean: Collection[JobAttempt] = (),
 ) -> None:
-    """Replaces the derived rows of the transcripts' attempts and records them in ``jobs``.
+    """Replaces the derived rows of the attempts ``keys`` and records them in ``jobs``.
 
     ``jobs.normalised_attempt`` becomes the largest attempt normalised; ``jobs.chat_id`` is
     filled from the transcript when it is the job's current attempt and has none.
 
+    ``tool_calls`` is written first, each transcript's rows as it comes from ``transcripts``:
+    PostgreSQL takes in the tool payloads (the bulk of the bytes, parsed to ``jsonb`` and
+    compressed) while the next attempts are still being normalised. The other tables follow.
+
     Args:
         conn: A connection inside the batch's transaction.
-        transcripts: The attempts' normalised transcripts.
+        keys: The attempts, as (job id, attempt).
+        transcripts: Their normalised transcripts, in the same order; may be produced lazily.
         clean: Attempts whose every line is clean
             (:func:`pipeline.archive.parsed.parsed_clean`): their rows skip the text and JSON
             cleaning (the line was parsed once, in the sink's decode; cleaning would serialise
             and parse every payload again).
+
+    Raises:
+        psycopg.DataError, psycopg.IntegrityError: PostgreSQL refused a row (the caller's
+            savepoint isolates the attempt).
     """
-    keys = [(t.job_id, t.attempt) for t in transcripts]
     for table in DERIVED_TABLES:
-        for chunk in _chunks(keys, PAIRS_PER_QUERY):
+        for chunk in _chunks(list(keys), PAIRS_PER_QUERY):
             p = pairs_of(chunk)
             conn.execute(
                 table.delete().where(table.c.job_id == p.c.job_id, table.c.attempt == p.c.attempt)
             )
-    tidy = {(t.job_id, t.attempt): (t.job_id, t.attempt) in clean for t in transcripts}
+    done: list[Transcript] = []
+
+    def calls() -> Iterator[tuple[dict[str, Any], bool]]:
+        for t in transcripts:
+            done.append(t)
+            tidy = (t.job_id, t.attempt) in clean
+            for c in t.tool_calls:
+                yield c.to_row(), tidy
+
+    _insert(conn, tool_calls, calls())
+    tidy = {(t.job_id, t.attempt): (t.job_id, t.attempt) in clean for t in done}
     _insert(
         conn,
         messages,
-        ((m.to_row(), tidy[m.job_id, m.attempt]) for t in transcripts for m in t.messages),
-    )
-    _insert(
-        conn,
-        tool_calls,
-        ((c.to_row(), tidy[c.job_id, c.attempt]) for t in transcripts for c in t.tool_calls),
+        ((m.to_row(), tidy[m.job_id, m.attempt]) for t in done for m in t.messages),
     )
     _insert(
         conn,
         sql_queries,
-        ((q.to_row(), tidy[q.job_id, q.attempt]) for t in transcripts for q in t.sql_queries),
+        ((q.to_row(), tidy[q.job_id, q.attempt]) for t in done for q in t.sql_queries),
     )
-    _insert(conn, answers, ((t.answer.to_row(), tidy[t.job_id, t.attempt]) for t in transcripts))
+    _insert(conn, answers, ((t.answer.to_row(), tidy[t.job_id, t.attempt]) for t in done))
     attempt, chat_id = (
         sa.bindparam("n_attempt", type_=sa.Integer),
         sa.bindparam("n_chat_id", type_=sa.Text),
@@ -338,7 +365,7 @@ def replace_rows(
     )
     params = [
         {"n_job_id": t.job_id, "n_attempt": t.attempt, "n_chat_id": storable(t.chat_id)}
-        for t in transcripts
+        for t in done
     ]
     conn.execute(update, params)
 
@@ -346,25 +373,28 @@ def replace_rows(
 def _insert(
     conn: sa.Connection, table: sa.Table, rows: Iterable[tuple[dict[str, Any], bool]]
 ) -> None:
-    """``COPY``s the rows (cleaned by :func:`storable_row`) into ``table``.
+    """``COPY``s the rows (cleaned by :func:`storable_row`) into ``table`` as they come.
 
-    ``rows`` are ``(row, parsed_clean)`` pairs (:func:`storable_row`'s flag).
+    ``rows`` are ``(row, parsed_clean)`` pairs (:func:`storable_row`'s flag), all with the
+    columns of the first.
 
     The attempts' old rows were deleted just before in the same transaction, so nothing can
     conflict; ``COPY`` skips SQLAlchemy's per-value processing and the multi-row ``INSERT``
     text psycopg would otherwise parse again per batch (bench ``e2e``). ``jsonb`` values go
     as :class:`psycopg.types.json.Jsonb`, the rest through psycopg's text adaptation; columns
-    a row leaves out take their defaults. Source:
+    a row leaves out take their defaults. psycopg sends what is written in chunks, so the
+    server works on the first rows while later ones are still produced. Source:
     https://www.psycopg.org/psycopg3/docs/basic/copy.html.
 
     Raises:
         psycopg.DataError, psycopg.IntegrityError: PostgreSQL refused a row (the caller's
             savepoint isolates the attempt).
     """
-    stored = [storable_row(row, parsed_clean=tidy) for row, tidy in rows]
-    if not stored:
+    stored = (storable_row(row, parsed_clean=tidy) for row, tidy in rows)
+    first = next(stored, None)
+    if first is None:
         return
-    columns = list(stored[0])
+    columns = list(first)
     json_columns = {c for c in columns if isinstance(table.c[c].type, JSONB)}
     target = f'"{table.name}"'  # in the connection's search_path (engine.create_engine)
     names = ", ".join(f'"{c}"' for c in columns)
@@ -372,7 +402,7 @@ def _insert(
     driver = conn.connection.driver_connection
     assert isinstance(driver, psycopg.Connection), "archive needs the psycopg 3 driver"
     with driver.cursor() as cursor, cursor.copy(statement) as copy:
-        for row in stored:
+        for row in itertools.chain([first], stored):
             copy.write_row(
                 [
                     Jsonb(row[c], dumps=jsonb_text)
