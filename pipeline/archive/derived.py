@@ -199,7 +199,7 @@ def attempt_lines(
     for pair in remarked(conn, held):
         del held[pair]
     rest = [t for t in targets if (t[0], t[1]) not in held]
-    return held | read_lines(conn, rest, known) if rest else held
+    return (held | read_lines(conn, rest, known)) if rest else held
 
 
 def remarked(

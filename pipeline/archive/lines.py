@@ -25,6 +25,12 @@ line as received) and, when it continues its attempt's chain without a gap, its 
 gains
 one sha256 per line and two index probes per batch). With redaction rules configured
 (:class:`pipeline.archive.redaction.Redactor`), ``raw`` is the redacted line, marked ``redacted``.
+
+:func:`write_lines` also says which lines its statement inserted, each in the form its row
+stores (:class:`WrittenLines`, :func:`stored_line`): every line on the direct ``COPY`` path,
+the keys the staging path's ``INSERT ... RETURNING`` gives, never a key the batch holds twice.
+The writer keeps them to normalise their attempts without reading them back
+(:mod:`pipeline.archive.derived`, "Lines held").
 """
 
 from __future__ import annotations
