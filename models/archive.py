@@ -130,6 +130,10 @@ def _storable_int(value: Any) -> Any:
 
 _SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
 _EXPONENT: Final = re.compile(rb"[eE][+-]?\d{3}")
+_DIGITS_MARKED: Final = bytes.maketrans(b"123456789E-", b"000000000e+")
+"""Every digit as ``0``, ``E`` as ``e``, ``-`` as ``+``: ``0e000`` or ``0e+000`` in the result
+is where a three-digit exponent follows a digit (the only place :func:`_starts_a_number` can
+find a number)."""
 _NUMBER_BYTES: Final = frozenset(b"0123456789.+-")
 _NUMBER_STARTS: Final = frozenset(b":,[ \n\r\tnrt")
 """Bytes a JSON number can follow: ``:``, ``,``, ``[``, whitespace, or the ``n``/``r``/``t`` of
@@ -151,11 +155,18 @@ def storable_as_parsed(raw: bytes) -> bool:
     Returns:
         True when no such mark is found. False may be a false alarm: the caller then cleans.
     """
-    if b"\\u0000" in raw or b"NaN" in raw or b"Infinity" in raw:
+    if b"\\u" in raw and (b"\\u0000" in raw or _surrogate_escape(raw)):
         return False
-    if (b"\\ud" in raw or b"\\uD" in raw) and _SURROGATE_ESCAPE.search(raw):
+    if b"NaN" in raw or b"Infinity" in raw:
         return False
+    marked = raw.translate(_DIGITS_MARKED)  # a digit, then an exponent: searched in C first
+    if b"0e000" not in marked and b"0e+000" not in marked:
+        return True
     return not any(_starts_a_number(raw, m.start()) for m in _EXPONENT.finditer(raw))
+
+
+def _surrogate_escape(raw: bytes) -> bool:
+    return (b"\\ud" in raw or b"\\uD" in raw) and _SURROGATE_ESCAPE.search(raw) is not None
 
 
 def _starts_a_number(raw: bytes, exponent_at: int) -> bool:

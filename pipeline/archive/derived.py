@@ -1,14 +1,32 @@
 """Archive writes for derived rows: normalise attempts whose lines are all stored.
 
 A database module used by :class:`pipeline.archive.writer.ArchiveWriter` inside its transaction
-(with
-the jobs' advisory locks held). An attempt is ready when a terminal event of it gave a
+(with the jobs' advisory locks held). An attempt is ready when a terminal event of it gave a
 ``line_count`` and ``stream_lines`` holds lines ``1..line_count``; it is normalised once, which
-the presence of its ``answers`` row records. Normalising reads the lines back, runs the pure
-:func:`pipeline.transcript.normalise.normalise`, replaces the attempt's rows in ``messages``,
-``tool_calls``, ``sql_queries`` and ``answers`` and raises ``jobs.normalised_attempt``. So the
-order of lines and events across the two topics does not matter, and the derived tables can
-be recomputed from the raw lines at any time.
+the presence of its ``answers`` row records. Normalising takes the lines as stored, runs the
+pure :func:`pipeline.transcript.normalise.normalise`, replaces the attempt's rows in
+``messages``, ``tool_calls``, ``sql_queries`` and ``answers`` and raises
+``jobs.normalised_attempt``. So the order of lines and events across the two topics does not
+matter, and the derived tables can be recomputed from the raw lines at any time.
+
+Lines held (:func:`attempt_lines`): derived rows always follow the lines *as stored*. The
+writer's :class:`~pipeline.archive.parsed.ParsedLines` holds, parsed, each line whose row its
+own statement inserted, in the stored form (redacted bytes, cleaned chat id) and with the
+redaction mark it was inserted with. An attempt is normalised from those without reading its
+lines back when
+
+* every line ``1..line_count`` is held so: that many rows are ours, and :func:`ready` counted
+  exactly ``line_count`` rows numbered up to ``line_count``, so no other row (a duplicate
+  stored earlier in another partition) stands beside them; and
+* the attempt's rows carry exactly the redaction marks they were inserted with
+  (:func:`remarked`): ``chatscribe retention apply`` marks every row whose bytes it rewrites
+  or empties, and nothing else in the archive changes ``raw``.
+
+Any other attempt (a line stored earlier, by a redelivered record, another sink or a ``dlq
+replay``; a line dropped from the writer's budget; a sink restarted; ``renormalise`` and
+retention, which pass no held lines) is read back from ``stream_lines`` (:func:`read_lines`);
+a line read back with the bytes of a held one is not parsed again. A change of ``raw`` made
+outside the archive's code is not looked for here (``chatscribe verify`` reports it).
 
 All ready attempts of a batch are read with one query and written with one statement per
 table, under a savepoint; if PostgreSQL refuses a row, each attempt is retried under its own
@@ -17,11 +35,12 @@ savepoint so that only the attempt at fault is left unnormalised (and logged).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, Final, TypeVar
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final, TypeVar, cast
 
 import orjson
 import psycopg
@@ -30,8 +49,9 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
-from models.archive import storable, storable_as_parsed, storable_row
+from models.archive import storable, storable_row
 from models.records import TERMINAL_EVENTS, LineEnvelope, parse_line
+from pipeline.archive.parsed import KnownLine, known_line
 from pipeline.archive.tables import (
     DERIVED_TABLES,
     answers,
@@ -65,7 +85,7 @@ def normalise_ready(
     pairs: Sequence[JobAttempt],
     *,
     force: bool = False,
-    known: Mapping[LineKey, LineEnvelope] | None = None,
+    known: Mapping[LineKey, KnownLine] | None = None,
 ) -> list[JobAttempt]:
     """Normalises every ready attempt among ``pairs`` (module docstring).
 
@@ -73,8 +93,10 @@ def normalise_ready(
         conn: A connection inside the batch's transaction, job locks held.
         pairs: (job id, attempt) pairs the batch touched.
         force: Normalise again even when the attempt already has an ``answers`` row.
-        known: Lines already parsed, by (job id, attempt, line number); a stored line with
-            the same bytes is not parsed again.
+        known: The writer's parsed lines, by (job id, attempt, line number)
+            (:class:`pipeline.archive.parsed.ParsedLines`): an attempt whose every line it
+            inserted is normalised without reading them back; a line read back with the same
+            bytes as a known one is not parsed again.
 
     Returns:
         The pairs normalised. An attempt whose rows PostgreSQL refuses is logged and skipped;
@@ -83,20 +105,31 @@ def normalise_ready(
     targets = ready(conn, pairs, force=force)
     if not targets:
         return []
-    stored = read_lines(conn, targets, known or {})
-    transcripts = [normalise(stored[(j, a)], job_id=j, attempt=a) for j, a, _ in targets]
-    clean = {key for key, lines in stored.items() if all(_clean(line) for line in lines)}
+    stored = attempt_lines(conn, targets, known or {})
+    clean = {key for key, lines in stored.items() if all(k.clean for k in lines)}
+    keys = [(job_id, attempt) for job_id, attempt, _ in targets]
+    made: list[Transcript] = []
+
+    def normalising(todo: Sequence[JobAttempt]) -> Iterator[Transcript]:
+        for job_id, attempt in todo:
+            lines = [k.line for k in stored[(job_id, attempt)]]
+            made.append(normalise(lines, job_id=job_id, attempt=attempt))
+            yield made[-1]
+
     try:
         with conn.begin_nested():
-            replace_rows(conn, transcripts, clean=clean)
-        return [(t.job_id, t.attempt) for t in transcripts]
+            replace_rows(conn, keys, normalising(keys), clean=clean)
+        return keys
     except _REFUSED as exc:
         logger.warning("derived rows refused, writing attempts one by one: %s", _cause(exc))
+    transcripts = [*made, *normalising(keys[len(made) :])]
     done = []
     for transcript in transcripts:
         try:
             with conn.begin_nested():
-                replace_rows(conn, [transcript], clean=clean)
+                replace_rows(
+                    conn, [(transcript.job_id, transcript.attempt)], [transcript], clean=clean
+                )
         except _REFUSED as exc:
             logger.error(
                 "cannot store derived rows job_id=%s attempt=%d error=%s",
@@ -114,7 +147,10 @@ def ready(
 ) -> list[tuple[str, int, int]]:
     """Returns: ``(job_id, attempt, line_count)`` of the ready attempts among ``pairs``, sorted.
 
-    With several terminal events for one attempt, the largest ``line_count`` counts.
+    With several terminal events for one attempt, the largest ``line_count`` counts. Ready
+    means ``stream_lines`` holds as many rows of the attempt numbered ``1..line_count`` as
+    ``line_count`` (a count: the rows are those lines unless one number is stored twice, in two
+    partitions).
     """
     e, lines = job_events, stream_lines
     stored = (
@@ -139,18 +175,87 @@ def ready(
     return [(job_id, attempt, n) for (job_id, attempt), n in sorted(found.items())]
 
 
+def attempt_lines(
+    conn: sa.Connection,
+    targets: Sequence[tuple[str, int, int]],
+    known: Mapping[LineKey, KnownLine],
+) -> dict[JobAttempt, list[KnownLine]]:
+    """Returns: lines ``1..line_count`` of each ready attempt as stored, by (job, attempt).
+
+    Held (module docstring, "Lines held"): taken from ``known`` when this writer inserted every
+    one of them and no row of the attempt was marked since; otherwise read back
+    (:func:`read_lines`).
+
+    Args:
+        conn: A connection inside the batch's transaction, job locks held.
+        targets: ``(job_id, attempt, line_count)`` of attempts :func:`ready` found.
+        known: The writer's parsed lines.
+    """
+    held: dict[JobAttempt, list[KnownLine]] = {}
+    for job_id, attempt, count in targets:
+        kept = [known.get((job_id, attempt, n)) for n in range(1, count + 1)]
+        if all(k is not None and k.inserted for k in kept):
+            held[(job_id, attempt)] = cast(list[KnownLine], kept)
+    for pair in remarked(conn, held):
+        del held[pair]
+    rest = [t for t in targets if (t[0], t[1]) not in held]
+    return (held | read_lines(conn, rest, known)) if rest else held
+
+
+def remarked(
+    conn: sa.Connection, held: Mapping[JobAttempt, Sequence[KnownLine]]
+) -> set[JobAttempt]:
+    """Returns: the attempts among ``held`` whose rows' redaction marks are not the ones inserted.
+
+    One query for the marked rows of the attempts (usually none): ``chatscribe retention
+    apply`` marks every row whose ``raw`` it rewrites or empties (``redacted``/``deleted``,
+    ``redacted_at`` its time), and nothing else rewrites ``raw``, so equal marks mean the
+    bytes held are the bytes stored.
+
+    Args:
+        conn: A connection inside the batch's transaction.
+        held: Each attempt's lines ``1..line_count`` as inserted, in line order.
+    """
+    if not held:
+        return set()
+    c = stream_lines.c
+    found: dict[JobAttempt, set[tuple[int, str, Any]]] = defaultdict(set)
+    for chunk in _chunks(list(held), PAIRS_PER_QUERY):
+        p = pairs_of(chunk)
+        query = (
+            sa.select(c.job_id, c.attempt, c.line_no, c.redaction, c.redacted_at)
+            .join(p, sa.and_(c.job_id == p.c.job_id, c.attempt == p.c.attempt))
+            .where(c.redaction.is_not(None))
+        )
+        for row in conn.execute(query):
+            pair = (row.job_id, row.attempt)
+            if row.line_no <= len(held[pair]):
+                found[pair].add((row.line_no, row.redaction, row.redacted_at))
+    changed = set()
+    for pair, lines in held.items():
+        inserted = {
+            (n, k.redaction, k.redacted_at)
+            for n, k in enumerate(lines, start=1)
+            if k.redaction is not None
+        }
+        if found.get(pair, set()) != inserted:
+            changed.add(pair)
+    return changed
+
+
 def read_lines(
     conn: sa.Connection,
     targets: Sequence[tuple[str, int, int]],
-    known: Mapping[LineKey, LineEnvelope],
-) -> dict[JobAttempt, list[LineEnvelope]]:
-    """Returns: lines ``1..line_count`` of each target attempt as stored, by (job, attempt).
+    known: Mapping[LineKey, KnownLine],
+) -> dict[JobAttempt, list[KnownLine]]:
+    """Returns: lines ``1..line_count`` of each target attempt read back as stored.
 
-    Each parsed from ``raw`` unless ``known`` holds the same bytes already parsed.
+    By (job, attempt). Each parsed from ``raw`` unless ``known`` holds the same bytes already
+    parsed (its :func:`~pipeline.archive.parsed.parsed_clean` verdict is then taken too).
     """
     c = stream_lines.c
     limits = {(job_id, attempt): n for job_id, attempt, n in targets}
-    out: dict[JobAttempt, list[LineEnvelope]] = defaultdict(list)
+    out: dict[JobAttempt, list[KnownLine]] = defaultdict(list)
     for chunk in _chunks(list(limits), PAIRS_PER_QUERY):
         p = pairs_of(chunk)
         query = (
@@ -160,18 +265,18 @@ def read_lines(
         )
         for row in conn.execute(query):
             if row.line_no <= limits[(row.job_id, row.attempt)]:
-                out[(row.job_id, row.attempt)].append(_envelope(row, known))
+                out[(row.job_id, row.attempt)].append(_read(row, known))
     return out
 
 
-def _envelope(row: Any, known: Mapping[LineKey, LineEnvelope]) -> LineEnvelope:
+def _read(row: Any, known: Mapping[LineKey, KnownLine]) -> KnownLine:
     raw = bytes(row.raw)
-    line = known.get((row.job_id, row.attempt, row.line_no))
-    if line is not None and line.raw == raw:
-        return line
+    kept = known.get((row.job_id, row.attempt, row.line_no))
+    if kept is not None and kept.line.raw == raw:
+        return kept
     message, parse_error = parse_line(raw)
     # Stored keys were validated on the way in; only the line itself is parsed again.
-    return LineEnvelope.model_construct(
+    line = LineEnvelope.model_construct(
         job_id=row.job_id,
         attempt=row.attempt,
         line_no=row.line_no,
@@ -182,47 +287,66 @@ def _envelope(row: Any, known: Mapping[LineKey, LineEnvelope]) -> LineEnvelope:
         message=message,
         parse_error=parse_error,
     )
+    return known_line(line)
 
 
 def replace_rows(
-    conn: sa.Connection, transcripts: Sequence[Transcript], *, clean: Collection[JobAttempt] = ()
+    conn: sa.Connection,
+    keys: Sequence[JobAttempt],
+    transcripts: Iterable[Transcript],
+    *,
+    clean: Collection[JobAttempt] = (),
 ) -> None:
-    """Replaces the derived rows of the transcripts' attempts and records them in ``jobs``.
+    """Replaces the derived rows of the attempts ``keys`` and records them in ``jobs``.
 
     ``jobs.normalised_attempt`` becomes the largest attempt normalised; ``jobs.chat_id`` is
     filled from the transcript when it is the job's current attempt and has none.
 
+    ``tool_calls`` is written first, each transcript's rows as it comes from ``transcripts``:
+    PostgreSQL takes in the tool payloads (the bulk of the bytes, parsed to ``jsonb`` and
+    compressed) while the next attempts are still being normalised. The other tables follow.
+
     Args:
         conn: A connection inside the batch's transaction.
-        transcripts: The attempts' normalised transcripts.
-        clean: Attempts whose every line :func:`models.archive.storable_as_parsed` accepts:
-            their rows skip the text and JSON cleaning (the line was parsed once, in the sink's
-            decode; cleaning would serialise and parse every payload again).
+        keys: The attempts, as (job id, attempt).
+        transcripts: Their normalised transcripts, in the same order; may be produced lazily.
+        clean: Attempts whose every line is clean
+            (:func:`pipeline.archive.parsed.parsed_clean`): their rows skip the text and JSON
+            cleaning (the line was parsed once, in the sink's decode; cleaning would serialise
+            and parse every payload again).
+
+    Raises:
+        psycopg.DataError, psycopg.IntegrityError: PostgreSQL refused a row (the caller's
+            savepoint isolates the attempt).
     """
-    keys = [(t.job_id, t.attempt) for t in transcripts]
     for table in DERIVED_TABLES:
-        for chunk in _chunks(keys, PAIRS_PER_QUERY):
+        for chunk in _chunks(list(keys), PAIRS_PER_QUERY):
             p = pairs_of(chunk)
             conn.execute(
                 table.delete().where(table.c.job_id == p.c.job_id, table.c.attempt == p.c.attempt)
             )
-    tidy = {(t.job_id, t.attempt): (t.job_id, t.attempt) in clean for t in transcripts}
+    done: list[Transcript] = []
+
+    def calls() -> Iterator[tuple[dict[str, Any], bool]]:
+        for t in transcripts:
+            done.append(t)
+            tidy = (t.job_id, t.attempt) in clean
+            for c in t.tool_calls:
+                yield c.to_row(), tidy
+
+    _insert(conn, tool_calls, calls())
+    tidy = {(t.job_id, t.attempt): (t.job_id, t.attempt) in clean for t in done}
     _insert(
         conn,
         messages,
-        ((m.to_row(), tidy[m.job_id, m.attempt]) for t in transcripts for m in t.messages),
-    )
-    _insert(
-        conn,
-        tool_calls,
-        ((c.to_row(), tidy[c.job_id, c.attempt]) for t in transcripts for c in t.tool_calls),
+        ((m.to_row(), tidy[m.job_id, m.attempt]) for t in done for m in t.messages),
     )
     _insert(
         conn,
         sql_queries,
-        ((q.to_row(), tidy[q.job_id, q.attempt]) for t in transcripts for q in t.sql_queries),
+        ((q.to_row(), tidy[q.job_id, q.attempt]) for t in done for q in t.sql_queries),
     )
-    _insert(conn, answers, ((t.answer.to_row(), tidy[t.job_id, t.attempt]) for t in transcripts))
+    _insert(conn, answers, ((t.answer.to_row(), tidy[t.job_id, t.attempt]) for t in done))
     attempt, chat_id = (
         sa.bindparam("n_attempt", type_=sa.Integer),
         sa.bindparam("n_chat_id", type_=sa.Text),
@@ -241,7 +365,7 @@ def replace_rows(
     )
     params = [
         {"n_job_id": t.job_id, "n_attempt": t.attempt, "n_chat_id": storable(t.chat_id)}
-        for t in transcripts
+        for t in done
     ]
     conn.execute(update, params)
 
@@ -249,25 +373,28 @@ def replace_rows(
 def _insert(
     conn: sa.Connection, table: sa.Table, rows: Iterable[tuple[dict[str, Any], bool]]
 ) -> None:
-    """``COPY``s the rows (cleaned by :func:`storable_row`) into ``table``.
+    """``COPY``s the rows (cleaned by :func:`storable_row`) into ``table`` as they come.
 
-    ``rows`` are ``(row, parsed_clean)`` pairs (:func:`storable_row`'s flag).
+    ``rows`` are ``(row, parsed_clean)`` pairs (:func:`storable_row`'s flag), all with the
+    columns of the first.
 
     The attempts' old rows were deleted just before in the same transaction, so nothing can
     conflict; ``COPY`` skips SQLAlchemy's per-value processing and the multi-row ``INSERT``
     text psycopg would otherwise parse again per batch (bench ``e2e``). ``jsonb`` values go
     as :class:`psycopg.types.json.Jsonb`, the rest through psycopg's text adaptation; columns
-    a row leaves out take their defaults. Source:
+    a row leaves out take their defaults. psycopg sends what is written in chunks, so the
+    server works on the first rows while later ones are still produced. Source:
     https://www.psycopg.org/psycopg3/docs/basic/copy.html.
 
     Raises:
         psycopg.DataError, psycopg.IntegrityError: PostgreSQL refused a row (the caller's
             savepoint isolates the attempt).
     """
-    stored = [storable_row(row, parsed_clean=tidy) for row, tidy in rows]
-    if not stored:
+    stored = (storable_row(row, parsed_clean=tidy) for row, tidy in rows)
+    first = next(stored, None)
+    if first is None:
         return
-    columns = list(stored[0])
+    columns = list(first)
     json_columns = {c for c in columns if isinstance(table.c[c].type, JSONB)}
     target = f'"{table.name}"'  # in the connection's search_path (engine.create_engine)
     names = ", ".join(f'"{c}"' for c in columns)
@@ -275,7 +402,7 @@ def _insert(
     driver = conn.connection.driver_connection
     assert isinstance(driver, psycopg.Connection), "archive needs the psycopg 3 driver"
     with driver.cursor() as cursor, cursor.copy(statement) as copy:
-        for row in stored:
+        for row in itertools.chain([first], stored):
             copy.write_row(
                 [
                     Jsonb(row[c], dumps=jsonb_text)
@@ -299,11 +426,6 @@ def jsonb_text(value: Any) -> bytes:
         return orjson.dumps(value)
     except TypeError:
         return json.dumps(value).encode()
-
-
-def _clean(line: LineEnvelope) -> bool:
-    """Returns: True when the line parsed and nothing in it needs cleaning to be stored."""
-    return line.message is not None and storable_as_parsed(line.raw)
 
 
 def pairs_of(chunk: Sequence[JobAttempt]) -> sa.TableValuedAlias:

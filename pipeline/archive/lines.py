@@ -25,13 +25,21 @@ line as received) and, when it continues its attempt's chain without a gap, its 
 gains
 one sha256 per line and two index probes per batch). With redaction rules configured
 (:class:`pipeline.archive.redaction.Redactor`), ``raw`` is the redacted line, marked ``redacted``.
+
+:func:`write_lines` also says which lines its statement inserted, each in the form its row
+stores (:class:`WrittenLines`, :func:`stored_line`): every line on the direct ``COPY`` path,
+the keys the staging path's ``INSERT ... RETURNING`` gives, never a key the batch holds twice.
+The writer keeps them to normalise their attempts without reading them back
+(:mod:`pipeline.archive.derived`, "Lines held").
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -42,6 +50,7 @@ from sqlalchemy import exc as sa_exc
 from models.archive import storable_text
 from models.records import LineEnvelope
 from pipeline.archive import chain
+from pipeline.archive.parsed import KnownLine, LineKey, known_line
 from pipeline.archive.redaction import Redactor
 
 logger = logging.getLogger(__name__)
@@ -96,12 +105,27 @@ _SAFE_SELECT: Final = (
 )
 
 
+@dataclass(frozen=True)
+class WrittenLines:
+    """What :func:`write_lines` stored.
+
+    Attributes:
+        inserted: Rows new to ``stream_lines`` (the rest were already there).
+        stored: The batch's lines whose row this call inserted, by key, each as its row stores
+            it (:func:`stored_line`). A key the batch holds more than once is left out: which
+            of its lines went in is not tracked (its attempt is then read back to normalise).
+    """
+
+    inserted: int
+    stored: dict[LineKey, KnownLine]
+
+
 def write_lines(
     conn: sa.Connection,
     lines: Sequence[LineEnvelope],
     *,
     redactor: Redactor | None = None,
-) -> int:
+) -> WrittenLines:
     """Stores lines in ``stream_lines``; a (job, attempt, line_no) already there is skipped.
 
     Args:
@@ -110,31 +134,56 @@ def write_lines(
         redactor: Redaction rules applied to ``raw`` before storage (None or empty: none).
 
     Returns:
-        How many rows were new.
+        How many rows were new, and which lines they were, as stored.
 
     Raises:
         sqlalchemy.exc.DBAPIError, psycopg.Error: Translated by the caller
             (:func:`pipeline.archive.engine.translate_errors`).
     """
     if not lines:
-        return 0
+        return WrittenLines(0, {})
     pairs = {(line.job_id, line.attempt) for line in lines}
     keys = [(line.job_id, line.attempt, line.line_no) for line in lines]
     digests = [chain.raw_sha256(line.raw) for line in lines]
     by_key = dict(zip(keys, digests, strict=True))  # the last line of a key, as extend's
     hashes = chain.extend(lines, chain.read_heads(conn, pairs), by_key)
+    forms: list[KnownLine] = []  # each line's stored form, built once (redaction stamps a time)
 
     def rows() -> Iterator[Row]:
-        for line, key, digest in zip(lines, keys, digests, strict=True):
-            yield staged_row(line, chain_hash=hashes.get(key), redactor=redactor, digest=digest)
+        for n, (line, key, digest) in enumerate(zip(lines, keys, digests, strict=True)):
+            if n == len(forms):
+                forms.append(stored_line(line, redactor=redactor))
+            yield _row(forms[n], chain_hash=hashes.get(key), digest=digest)
 
-    inserted = _copy_direct(conn, rows())  # rows built while PostgreSQL takes them
-    if inserted is None:
+    direct = _copy_direct(conn, rows())  # rows built while PostgreSQL takes them
+    if direct is None:
         conn.exec_driver_sql(_CREATE_STAGE)
         _copy(_driver(conn), list(rows()))
-        inserted = _insert(conn)
+        new = _insert(conn)
+    else:
+        new = keys  # every row went in (or the COPY would have been refused)
     chain.link_pending(conn, pairs)
-    return inserted
+    return WrittenLines(len(new), _inserted_once(keys, forms, new))
+
+
+def _inserted_once(
+    keys: Sequence[LineKey], forms: Sequence[KnownLine], new: Sequence[LineKey]
+) -> dict[LineKey, KnownLine]:
+    """Returns: the stored form of each line whose key the batch holds once and inserted once."""
+    unique = len(set(keys)) == len(keys) and len(set(new)) == len(new)
+    if unique:
+        inserted = set(new)
+        return {
+            key: form
+            for key, form in zip(keys, forms, strict=True)
+            if key in inserted and form.line.job_id == key[0]
+        }
+    given, went_in = Counter(keys), Counter(new)
+    return {
+        key: form
+        for key, form in zip(keys, forms, strict=True)
+        if given[key] == 1 and went_in[key] == 1 and form.line.job_id == key[0]
+    }
 
 
 def _copy_direct(conn: sa.Connection, rows: Iterable[Row]) -> int | None:
@@ -165,18 +214,44 @@ def _jsonb(text: str) -> bytes:
     return JSONB_BINARY_VERSION + text.encode("utf-8")
 
 
-def _insert(conn: sa.Connection) -> int:
+def _insert(conn: sa.Connection) -> list[LineKey]:
+    """Inserts the staged rows not stored yet; returns: the key of each row inserted."""
     insert = (
         f"INSERT INTO stream_lines ({', '.join(_COLUMNS)}) {{select}}"
         " ON CONFLICT (job_id, attempt, line_no, partition_at) DO NOTHING"
+        " RETURNING job_id, attempt, line_no"
     )
     try:
         with conn.begin_nested():
-            return conn.exec_driver_sql(insert.format(select=_FAST_SELECT)).rowcount
+            return _keys(conn.exec_driver_sql(insert.format(select=_FAST_SELECT)))
     except sa_exc.DataError as exc:
         logger.warning("jsonb refused a line payload, retrying per line: %s", exc.orig)
     safe = _SAFE_SELECT.format(refused=JSONB_REFUSED, stage=STAGE_TABLE)
-    return conn.exec_driver_sql(insert.format(select=safe)).rowcount
+    return _keys(conn.exec_driver_sql(insert.format(select=safe)))
+
+
+def _keys(result: sa.CursorResult[Any]) -> list[LineKey]:
+    return [(row.job_id, row.attempt, row.line_no) for row in result]
+
+
+def stored_line(line: LineEnvelope, *, redactor: Redactor | None = None) -> KnownLine:
+    """Returns: ``line`` as its ``stream_lines`` row stores it, parsed, as a :class:`KnownLine`.
+
+    ``raw`` redacted when ``redactor`` matches (the redacted bytes parsed anew, the row marked
+    ``redacted`` now); job and chat id cleaned (:func:`models.archive.storable_text`).
+    """
+    redaction, redacted_at = None, None
+    if redactor:
+        redacted = redactor.redact_line(line.raw)
+        if redacted is not line.raw:
+            kept = line.model_dump(exclude={"message", "parse_error", "raw"})
+            line = LineEnvelope.from_raw(**kept, raw=redacted)
+            redaction, redacted_at = "redacted", datetime.now(UTC)
+    job_id = storable_text(line.job_id)
+    chat_id = _text(line.chat_id)
+    if job_id != line.job_id or chat_id != line.chat_id:
+        line = line.model_copy(update={"job_id": job_id, "chat_id": chat_id})
+    return known_line(line, inserted=True, redaction=redaction, redacted_at=redacted_at)
 
 
 def staged_row(
@@ -190,34 +265,34 @@ def staged_row(
 
     Text cleaned (:func:`models.archive.storable_text`), ``payload`` the line's JSON text when
     it parsed and holds no ``\u0000``, else None; ``raw_sha256`` of the line as received
-    (``digest`` when already computed); ``raw`` redacted when ``redactor`` matches.
+    (``digest`` when already computed); ``raw`` redacted when ``redactor`` matches
+    (:func:`stored_line`).
     """
     digest = digest if digest is not None else chain.raw_sha256(line.raw)
-    redaction, redacted_at = None, None
-    if redactor:
-        redacted = redactor.redact_line(line.raw)
-        if redacted is not line.raw:
-            kept = line.model_dump(exclude={"message", "parse_error", "raw"})
-            line = LineEnvelope.from_raw(**kept, raw=redacted)
-            redaction, redacted_at = "redacted", datetime.now(UTC)
+    return _row(stored_line(line, redactor=redactor), chain_hash=chain_hash, digest=digest)
+
+
+def _row(stored: KnownLine, *, chain_hash: bytes | None, digest: bytes) -> Row:
+    """Returns: the staging row of a line's stored form (``digest``: of the line as received)."""
+    line = stored.line
     message = line.message
     payload = line.raw.decode("utf-8") if message is not None else None
     parse_error = line.parse_error
     if payload is not None and "\\u0000" in payload and _NUL_ESCAPE.search(payload):
         payload, parse_error = None, NUL_REFUSED
     return (
-        storable_text(line.job_id),
+        line.job_id,
         line.attempt,
         line.line_no,
         line.received_at,
         line.raw,
         line.terminated,
-        _text(line.chat_id),
+        line.chat_id,
         _text(parse_error),
         digest,
         chain_hash,
-        redaction,
-        redacted_at,
+        stored.redaction,
+        stored.redacted_at,
         line.partition_at,
         _text(message.id if message is not None else None),
         payload,

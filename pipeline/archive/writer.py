@@ -18,10 +18,13 @@ One :meth:`ArchiveWriter.write_batch` call is one transaction (design.md, "Flow"
 1. advisory locks on the batch's job ids (sorted), so two sinks never interleave one job;
 2. ``job_events`` inserted ``ON CONFLICT DO NOTHING``; ``jobs`` rows folded from the events
    (:mod:`pipeline.transcript.lifecycle`) and upserted (:mod:`pipeline.archive.jobs`);
-3. lines ``COPY``'d into a temporary staging table, then
+3. lines ``COPY``'d into ``stream_lines``, or into a temporary staging table and then
    ``INSERT INTO stream_lines SELECT ... ON CONFLICT DO NOTHING`` (:mod:`pipeline.archive.lines`);
+   the lines this statement inserted are kept, parsed and as stored, in the writer's
+   :class:`~pipeline.archive.parsed.ParsedLines` (dropped again if the transaction fails);
 4. every touched (job, attempt) whose terminal event gave a ``line_count`` equal to the lines
-   stored, and which has no ``answers`` row yet, is normalised (:mod:`pipeline.archive.derived`).
+   stored, and which has no ``answers`` row yet, is normalised (:mod:`pipeline.archive.derived`),
+   from the lines held when the writer inserted them all, else from the lines read back.
 
 Before its first batch and then every :data:`PARTITION_CHECK_S`, the writer creates the
 ``stream_lines`` partitions of the current and next month if missing
@@ -52,7 +55,7 @@ from pipeline.archive import jobs as archive_jobs
 from pipeline.archive import lines as archive_lines
 from pipeline.archive import partitions as archive_partitions
 from pipeline.archive.engine import create_engine, translate_errors
-from pipeline.archive.parsed import ParsedLines
+from pipeline.archive.parsed import LineKey, ParsedLines
 from pipeline.archive.redaction import Redactor
 from pipeline.errors import ArchiveUnavailableError
 from pipeline.settings import Settings
@@ -197,17 +200,24 @@ class ArchiveWriter:
         checked = self._partitions_checked
         if checked is None or started - checked >= PARTITION_CHECK_S:
             self._ensure_partitions_quietly()
-        with collector_paused(), translate_errors("write_batch"), self._engine.begin() as conn:
-            events_inserted, jobs_updated = self._write_events(conn, lines, events)
-            lines_inserted = archive_lines.write_lines(conn, lines, redactor=self._redactor)
-            self._parsed.add(lines)
-            touched = _touched(lines, events)
-            normalised = archive_derived.normalise_ready(conn, touched, known=self._parsed.known)
+        claimed: list[LineKey] = []
+        try:
+            with collector_paused(), translate_errors("write_batch"), self._engine.begin() as conn:
+                events_inserted, jobs_updated = self._write_events(conn, lines, events)
+                written = archive_lines.write_lines(conn, lines, redactor=self._redactor)
+                claimed = self._parsed.add(lines, written.stored)
+                touched = _touched(lines, events)
+                normalised = archive_derived.normalise_ready(
+                    conn, touched, known=self._parsed.known
+                )
+        except BaseException:
+            self._parsed.drop(claimed)  # rolled back: those rows were never stored
+            raise
         self._parsed.forget(normalised)
         outcome = BatchOutcome(
             lines=len(lines),
             events=len(events),
-            lines_inserted=lines_inserted,
+            lines_inserted=written.inserted,
             events_inserted=events_inserted,
             jobs_updated=jobs_updated,
             normalised=tuple(normalised),

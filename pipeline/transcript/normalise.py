@@ -171,7 +171,9 @@ class _Draft:
         if msg.tool_call is not None:
             self.has_tool_call = True
             self.tool.update(msg.tool_call.model_dump(exclude_none=True))
-        self.extra.update(_extra(msg))
+        extra = _extra(msg)
+        if extra:
+            self.extra.update(extra)
 
     def tool_call(self) -> ToolCall:
         """Returns: the merged ``toolCall`` (latest ``name``, ``input``, ``result`` sent)."""
@@ -216,7 +218,10 @@ def normalise(
         if msg is None:
             parse_errors.append((line.line_no, line.parse_error or "not parsed"))
         elif msg.id is not None:
-            drafts.setdefault(msg.id, _Draft(msg.id, line.line_no)).apply(line.line_no, msg)
+            draft = drafts.get(msg.id)
+            if draft is None:
+                draft = drafts[msg.id] = _Draft(msg.id, line.line_no)
+            draft.apply(line.line_no, msg)
         elif msg.is_error_line:
             errors.append(error_text(msg.error))
     messages = tuple(_message_row(job_id, attempt, d) for d in drafts.values())
@@ -276,7 +281,9 @@ def _extra(msg: StreamMessage) -> dict[str, Any]:
     Unknown ``toolCall`` members are kept under ``toolCall``.
     """
     tool_extra = msg.tool_call.model_extra if msg.tool_call is not None else None
-    if not (msg.model_extra or tool_extra or msg.model_fields_set & _UNMAPPED_ATTRIBUTES):
+    if not (
+        msg.model_extra or tool_extra or not _UNMAPPED_ATTRIBUTES.isdisjoint(msg.model_fields_set)
+    ):
         return {}  # the common line: every field has a column (and no dump is needed)
     sent = msg.to_wire()
     extra = {k: v for k, v in sent.items() if k not in _MAPPED_FIELDS}

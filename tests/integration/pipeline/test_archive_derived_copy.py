@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 
@@ -117,3 +118,38 @@ def test_refused_attempt_is_skipped_and_the_others_are_normalised(
     assert outcome.lines_inserted == len(good) + len(bad)  # raw lines kept either way
     for table in ("messages", "tool_calls", "answers"):
         assert {r.job_id for r in _rows(engine, f"SELECT job_id FROM {table}")} == {"j-good"}
+
+
+def test_a_refusal_before_every_attempt_is_normalised_still_retries_each_attempt(
+    engine: sa.Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch's rows are written while its attempts are normalised (``tool_calls`` first).
+
+    A refusal that comes after the first attempt only leaves the others to be normalised for
+    the one-by-one retry.
+    """
+    real = archive_derived.replace_rows
+    calls: list[list[tuple[str, int]]] = []
+
+    def refusing(
+        conn: sa.Connection,
+        keys: Sequence[tuple[str, int]],
+        transcripts: Iterable[Transcript],
+        *,
+        clean: Collection[tuple[str, int]] = (),
+    ) -> None:
+        calls.append(list(keys))
+        if len(calls) == 1:
+            next(iter(transcripts))  # the first attempt normalised, the others not yet
+            raise psycopg.errors.CheckViolation("refused while streaming")
+        real(conn, keys, transcripts, clean=clean)
+
+    monkeypatch.setattr(archive_derived, "replace_rows", refusing)
+    writer = ArchiveWriter(engine)
+    attempts = [_attempt(f"j-{n}") for n in range(3)]
+    lines = [line for batch, _ in attempts for line in batch]
+    outcome = writer.write_batch(lines, [done for _, done in attempts])
+    pairs = [(f"j-{n}", 1) for n in range(3)]
+    assert outcome.normalised == tuple(pairs)
+    assert calls == [pairs, *([pair] for pair in pairs)]
+    assert {r.job_id for r in _rows(engine, "SELECT job_id FROM answers")} == {"j-0", "j-1", "j-2"}

@@ -8,7 +8,7 @@ import pytest
 
 from models.archive import storable_as_parsed, storable_row
 from models.records import LineEnvelope
-from pipeline.archive.parsed import ParsedLines
+from pipeline.archive.parsed import KnownLine, ParsedLines, known_line
 
 
 def _line(job: str, attempt: int, line_no: int, raw: bytes = b'{"id":"m"}') -> LineEnvelope:
@@ -21,7 +21,7 @@ def test_parsed_lines_are_kept_until_their_attempt_is_forgotten() -> None:
     parsed = ParsedLines()
     lines = [_line("a", 1, 1), _line("a", 1, 2), _line("b", 1, 1)]
     parsed.add(lines)
-    assert parsed.known[("a", 1, 2)] is lines[1]
+    assert parsed.known[("a", 1, 2)].line is lines[1]
     parsed.forget([("a", 1)])
     assert set(parsed.known) == {("b", 1, 1)}
     assert parsed.bytes == len(lines[2].raw)
@@ -39,7 +39,51 @@ def test_a_line_added_again_replaces_the_earlier_one() -> None:
     parsed.add([_line("a", 1, 1, b'{"id":"x"}')])
     newer = _line("a", 1, 1, b'{"id":"yy"}')
     parsed.add([newer])
-    assert parsed.known[("a", 1, 1)] is newer and parsed.bytes == len(newer.raw)
+    assert parsed.known[("a", 1, 1)].line is newer and parsed.bytes == len(newer.raw)
+
+
+def _stored(line: LineEnvelope) -> dict[tuple[str, int, int], KnownLine]:
+    return {(line.job_id, line.attempt, line.line_no): known_line(line, inserted=True)}
+
+
+def test_a_line_inserted_by_the_batch_is_kept_as_stored_and_claimed() -> None:
+    parsed = ParsedLines()
+    received = _line("a", 1, 1, b'{"id":"m","content":"ann@corp.io"}')
+    as_stored = _line("a", 1, 1, b'{"id":"m","content":"[REDACTED:email]"}')
+    assert parsed.add([received], _stored(as_stored)) == [("a", 1, 1)]
+    kept = parsed.known[("a", 1, 1)]
+    assert kept.inserted and kept.line is as_stored and parsed.bytes == len(as_stored.raw)
+
+
+def test_a_duplicate_not_inserted_leaves_the_inserted_line_kept() -> None:
+    parsed = ParsedLines()
+    first = _line("a", 1, 1, b'{"id":"x"}')
+    parsed.add([first], _stored(first))
+    assert parsed.add([_line("a", 1, 1, b'{"id":"other"}')]) == []
+    assert parsed.known[("a", 1, 1)].line is first and parsed.known[("a", 1, 1)].inserted
+
+
+def test_a_duplicate_not_inserted_is_kept_as_received_but_not_as_inserted() -> None:
+    parsed = ParsedLines()
+    line = _line("a", 1, 1)
+    parsed.add([line])
+    assert not parsed.known[("a", 1, 1)].inserted
+
+
+def test_dropped_claims_leave_nothing_known() -> None:
+    parsed = ParsedLines()
+    line = _line("a", 1, 1)
+    claimed = parsed.add([line, _line("b", 1, 1)], _stored(line))
+    parsed.drop(claimed)
+    assert set(parsed.known) == {("b", 1, 1)} and parsed.bytes == len(line.raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "clean"),
+    [(b'{"id":"m","content":"x"}', True), (b'{"id":"m","n":NaN}', False), (b"not json", False)],
+)
+def test_known_lines_carry_the_clean_verdict(raw: bytes, clean: bool) -> None:
+    assert known_line(_line("a", 1, 1, raw)).clean is clean
 
 
 @pytest.mark.parametrize(
@@ -53,6 +97,10 @@ def test_a_line_added_again_replaces_the_earlier_one() -> None:
         (b'{"n":1e999}', False),  # overflows to inf
         (b'{"r":"[\\n-1.5E+400]"}', False),  # in nested JSON, after an escaped newline
         (b'{"id":"0b5e123-4430"}', True),  # an id, not a number
+        (b'{"n":-5E308}', False),  # upper case, after a sign
+        (b'{"n":[1,2E-400]}', False),
+        (b'{"n":1.5e99,"m":"x9e999y"}', True),  # two-digit exponent; in a word, no number
+        (b'{"id":"\\u00e9"}', True),  # an escape that is neither NUL nor a surrogate
     ],
 )
 def test_storable_as_parsed_flags_what_cleaning_would_change(raw: bytes, clean: bool) -> None:

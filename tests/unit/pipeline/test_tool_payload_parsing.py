@@ -52,6 +52,19 @@ def test_payloads_without_json_strings_come_out_as_the_walk_gives(text: str) -> 
     assert parse_payload(_call(text), "result") == (_walked(text), None)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": [123456789012345678901234567890, "{\\"b\\": 1}"]}',  # beyond 64 bits
+        '{"a": ["\\ud800", "[2]"]}',  # a lone surrogate
+        '{"a": [Infinity, NaN, "[3]"], "n": 18446744073709551616}',
+    ],
+)
+def test_members_orjson_cannot_write_are_searched_as_json_dumps_writes_them(text: str) -> None:
+    value, error = parse_payload(_call(text), "result")
+    assert error is None and repr(value) == repr(_walked(text))
+
+
 def test_not_an_object_and_absent_parts_keep_their_answers() -> None:
     value, error = parse_payload(_call("[1]"), "result")
     assert value is None and error is not None and "not an object" in error

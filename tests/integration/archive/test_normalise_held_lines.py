@@ -1,0 +1,274 @@
+"""Normalising from the lines the writer inserted (pipeline.archive.derived, "Lines held").
+
+Against a real PostgreSQL, in a fresh schema per test. An attempt all of whose lines the writer
+inserted itself is normalised without reading them back; every other attempt is read back, so
+the derived rows always follow the lines as stored: a line stored earlier with other bytes, a
+line redacted on the way in or by retention afterwards, a batch rolled back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from models import wire
+from models.records import ChatJob, JobEvent, LineEnvelope
+from pipeline.archive import derived
+from pipeline.archive.engine import create_engine, upgrade
+from pipeline.archive.redaction import Redactor
+from pipeline.archive.retention import RetentionPolicy, apply_policy
+from pipeline.archive.writer import ArchiveWriter
+from pipeline.settings import Settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+URL = "http://127.0.0.1:8400" + wire.CHAT_PATH_TEMPLATE.format(
+    cloud_region="local", account_name="demo", agent_id="1"
+)
+Targets = Sequence[tuple[str, int, int]]
+
+
+@pytest.fixture
+def settings(database_url: str, pg_schema: str) -> Settings:
+    return Settings(database_url=database_url, database_schema=pg_schema)
+
+
+@pytest.fixture
+def engine(settings: Settings) -> Iterator[sa.Engine]:
+    upgrade(settings)
+    engine = create_engine(settings)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def read_back(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """The attempts whose lines normalising read back from ``stream_lines``."""
+    attempts: list[tuple[str, int]] = []
+    real = derived.read_lines
+
+    def spy(conn: sa.Connection, targets: Targets, known: Any) -> Any:
+        attempts.extend((job_id, attempt) for job_id, attempt, _ in targets)
+        return real(conn, targets, known)
+
+    monkeypatch.setattr(derived, "read_lines", spy)
+    return attempts
+
+
+def _raw(**fields: Any) -> bytes:
+    return json.dumps(fields).encode()
+
+
+def _transcript(answer: str) -> list[bytes]:
+    return [
+        _raw(id=wire.ID_CUTOFF, role="assistant", sort=0, state={"chatId": "c1"}),
+        _raw(id="u1", role="user", content="Mail ann@corp.io the count"),
+        _raw(id="f1", role="assistant", content=answer, graphPath=["final"], isDelta=True),
+        _raw(id="f1", role="assistant", content=" (42).", graphPath=["final"], isDelta=True),
+        _raw(id=wire.ID_USAGE, usage={"totalTokens": 3}),
+    ]
+
+
+def _lines(job_id: str, raws: Sequence[bytes]) -> list[LineEnvelope]:
+    return [
+        LineEnvelope.from_raw(
+            job_id=job_id, attempt=1, line_no=n, raw=raw, received_at=T0 + timedelta(seconds=n)
+        )
+        for n, raw in enumerate(raws, start=1)
+    ]
+
+
+def _started(job_id: str) -> list[JobEvent]:
+    job = ChatJob.model_validate(
+        {
+            "job_id": job_id,
+            "run_id": "r1",
+            "question": "Mail ann@corp.io the count",
+            "session_settings": {"externalId": "ann"},
+            "chat_url": URL,
+        }
+    )
+    common = {"job_id": job_id, "run_id": "r1"}
+    return [
+        JobEvent(**common, kind="accepted", job=job, at=T0),
+        JobEvent(**common, kind="started", attempt=1, job=job, at=T0),
+    ]
+
+
+def _completed(job_id: str, line_count: int) -> JobEvent:
+    return JobEvent(
+        job_id=job_id, run_id="r1", kind="completed", attempt=1, line_count=line_count, at=T0
+    )
+
+
+def _answer(engine: sa.Engine, job_id: str) -> Any:
+    with engine.connect() as conn:
+        return conn.execute(
+            sa.text("SELECT content, source FROM answers WHERE job_id = :j"), {"j": job_id}
+        ).one()
+
+
+def _messages(engine: sa.Engine, job_id: str) -> dict[str, str | None]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text("SELECT message_id, content FROM messages WHERE job_id = :j"), {"j": job_id}
+        )
+        return {r.message_id: r.content for r in rows}
+
+
+def test_an_attempt_the_writer_inserted_is_normalised_without_reading_it_back(
+    engine: sa.Engine, read_back: list[tuple[str, int]]
+) -> None:
+    writer = ArchiveWriter(engine)
+    lines = _lines("j-held", _transcript("Sent"))
+    writer.write_batch(lines[:2], _started("j-held"))
+    writer.write_batch(lines[2:], [])
+    outcome = writer.write_batch([], [_completed("j-held", len(lines))])
+    assert outcome.normalised == (("j-held", 1),)
+    assert read_back == []
+    assert tuple(_answer(engine, "j-held")) == ("Sent (42).", "final")
+    assert len(_messages(engine, "j-held")) == 4
+
+
+def test_a_redelivered_line_keeps_the_attempt_held(
+    engine: sa.Engine, read_back: list[tuple[str, int]]
+) -> None:
+    """A duplicate absorbed by ``ON CONFLICT`` (the staging path) leaves the stored row ours."""
+    writer = ArchiveWriter(engine)
+    lines = _lines("j-again", _transcript("Sent"))
+    writer.write_batch(lines[:3], _started("j-again"))
+    outcome = writer.write_batch(lines[1:], [_completed("j-again", len(lines))])
+    assert outcome.lines_inserted == 2 and outcome.normalised == (("j-again", 1),)
+    assert read_back == []
+    assert _answer(engine, "j-again").content == "Sent (42)."
+
+
+def test_a_line_stored_earlier_with_other_bytes_is_normalised_as_stored(
+    engine: sa.Engine, read_back: list[tuple[str, int]]
+) -> None:
+    """Another sink (or a replay) stored line 3 first; this writer's line 3 went nowhere."""
+    earlier = _lines("j-other", _transcript("Stored first"))
+    ours = _lines("j-other", _transcript("Received later"))
+    ArchiveWriter(engine).write_batch(earlier[2:3], _started("j-other"))
+    writer = ArchiveWriter(engine)
+    outcome = writer.write_batch(ours, [_completed("j-other", len(ours))])
+    assert outcome.lines_inserted == len(ours) - 1 and outcome.normalised == (("j-other", 1),)
+    assert read_back == [("j-other", 1)]
+    assert _answer(engine, "j-other").content == "Stored first (42)."
+
+
+def test_a_key_twice_in_one_batch_is_read_back(
+    engine: sa.Engine, read_back: list[tuple[str, int]]
+) -> None:
+    """Which of the two went in is not tracked: the stored one decides."""
+    first = _lines("j-twice", _transcript("First copy"))
+    second = _lines("j-twice", _transcript("Second copy"))
+    writer = ArchiveWriter(engine)
+    batch = [*first, second[2]]
+    outcome = writer.write_batch(batch, [*_started("j-twice"), _completed("j-twice", 5)])
+    assert outcome.lines_inserted == 5 and outcome.normalised == (("j-twice", 1),)
+    assert read_back == [("j-twice", 1)]
+    with engine.connect() as conn:
+        stored = conn.execute(
+            sa.text("SELECT raw FROM stream_lines WHERE job_id = 'j-twice' AND line_no = 3")
+        ).scalar_one()
+    expected = "First copy" if bytes(stored) == first[2].raw else "Second copy"
+    assert _answer(engine, "j-twice").content == f"{expected} (42)."
+
+
+def test_lines_redacted_on_the_way_in_are_held_as_stored(
+    engine: sa.Engine, read_back: list[tuple[str, int]]
+) -> None:
+    writer = ArchiveWriter(engine, redactor=Redactor.build(detectors=["email"]))
+    lines = _lines("j-red", _transcript("Sent to ann@corp.io"))
+    writer.write_batch(lines, _started("j-red"))
+    outcome = writer.write_batch([], [_completed("j-red", len(lines))])
+    assert outcome.normalised == (("j-red", 1),)
+    assert read_back == []
+    assert _answer(engine, "j-red").content == "Sent to [REDACTED:email] (42)."
+    assert _messages(engine, "j-red")["u1"] == "Mail [REDACTED:email] the count"
+
+
+@pytest.mark.parametrize("action", ["redact", "delete"])
+def test_lines_retention_rewrote_after_they_were_written_are_read_back(
+    engine: sa.Engine, read_back: list[tuple[str, int]], action: str
+) -> None:
+    """``retention apply`` ran between the lines and the terminal event.
+
+    The sink redacted line 3 on the way in (its mark must still match); retention then redacts
+    the unmarked line 2 (``redact``) or empties every line (``delete``).
+    """
+    writer = ArchiveWriter(engine, redactor=Redactor.build(detectors=["ipv4"]))
+    lines = _lines("j-ret", _transcript("Sent from 10.0.0.1"))
+    writer.write_batch(lines, _started("j-ret"))
+    policy = RetentionPolicy.model_validate(
+        {"rules": [{"afterDays": 1, "action": action}], "redaction": {"detectors": ["email"]}}
+    )
+    with engine.begin() as conn:
+        apply_policy(
+            conn,
+            policy,
+            now=datetime.now(UTC) + timedelta(days=2),
+            default_redactor=Redactor.build(),
+        )
+    outcome = writer.write_batch([], [_completed("j-ret", len(lines))])
+    assert outcome.normalised == (("j-ret", 1),)
+    assert read_back == [("j-ret", 1)]
+    if action == "redact":
+        assert _messages(engine, "j-ret")["u1"] == "Mail [REDACTED:email] the count"
+        assert _answer(engine, "j-ret").content == "Sent from [REDACTED:ipv4] (42)."
+    else:
+        assert _messages(engine, "j-ret") == {}
+        assert _answer(engine, "j-ret").source == "none"
+
+
+def test_an_attempt_with_only_its_own_marks_stays_held(
+    engine: sa.Engine, read_back: list[tuple[str, int]]
+) -> None:
+    """Retention ran but changed nothing of the attempt: its marks are the sink's own."""
+    writer = ArchiveWriter(engine, redactor=Redactor.build(detectors=["email"]))
+    lines = _lines("j-same", _transcript("Sent to ann@corp.io"))
+    writer.write_batch(lines, _started("j-same"))
+    policy = RetentionPolicy.model_validate(
+        {"rules": [{"afterDays": 1, "action": "redact"}], "redaction": {"detectors": ["email"]}}
+    )
+    with engine.begin() as conn:
+        outcome = apply_policy(
+            conn,
+            policy,
+            now=datetime.now(UTC) + timedelta(days=2),
+            default_redactor=Redactor.build(),
+        )
+    assert outcome.lines_changed == 0
+    writer.write_batch([], [_completed("j-same", len(lines))])
+    assert read_back == []
+    assert _answer(engine, "j-same").content == "Sent to [REDACTED:email] (42)."
+
+
+def test_lines_of_a_rolled_back_batch_are_not_held(
+    engine: sa.Engine, read_back: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch's insert was rolled back; another sink stored the lines with other bytes."""
+    ours = _lines("j-rolled", _transcript("Rolled back"))
+    theirs = _lines("j-rolled", _transcript("Committed"))
+    writer = ArchiveWriter(engine)
+    real = derived.normalise_ready
+
+    def failing(*args: Any, **kwargs: Any) -> list[tuple[str, int]]:
+        raise RuntimeError("the batch fails after its lines were written")
+
+    monkeypatch.setattr(derived, "normalise_ready", failing)
+    with pytest.raises(RuntimeError):
+        writer.write_batch(ours, _started("j-rolled"))
+    monkeypatch.setattr(derived, "normalise_ready", real)
+    ArchiveWriter(engine).write_batch(theirs, _started("j-rolled"))
+    outcome = writer.write_batch([], [_completed("j-rolled", len(ours))])
+    assert outcome.normalised == (("j-rolled", 1),)
+    assert read_back == [("j-rolled", 1)]
+    assert _answer(engine, "j-rolled").content == "Committed (42)."
