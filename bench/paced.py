@@ -191,8 +191,8 @@ def server_cpu_s() -> tuple[float, float]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                with open(f"/proc/{entry}/comm", encoding="ascii") as name:
-                    comm[int(entry)] = name.read().strip()
+                with open(f"/proc/{entry}/comm", encoding="ascii") as handle:
+                    comm[int(entry)] = handle.read().strip()
                 parent[int(entry)] = int(_stat(int(entry))[1])
             except (OSError, ValueError, IndexError):
                 continue  # gone meanwhile
