@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 import trustme
+import uvloop
 
 from models.chat import ChatRequest
 from pipeline.chat.client import ChatClient
@@ -181,6 +182,28 @@ async def test_tls_with_a_trusted_certificate_streams_and_an_untrusted_one_is_re
         async with httpx.AsyncClient(transport=strict) as http:
             with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
                 await http.post(url, json={})
+
+
+def test_tls_and_connection_reuse_under_uvloop_as_the_worker_runs(ca: trustme.CA) -> None:
+    async def reads() -> tuple[list[bytes], int, int]:
+        server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ca.issue_cert("localhost").configure_cert(server_tls)
+        trusting = httpx.create_ssl_context()
+        ca.configure_trust(trusting)
+        script = Script(steps=_body(LINES))
+        async with serve(script, tls=server_tls) as url:
+            transport = LeanTransport(limits=httpx.Limits(max_connections=2), verify=trusting)
+            async with httpx.AsyncClient(transport=transport) as http:
+                bodies = [(await http.post(url, json={})).content for _ in range(3)]
+        return (
+            [line for body in bodies for line in body.splitlines()],
+            script.connections,
+            (transport.backend.connections),
+        )
+
+    lines, served, opened = uvloop.run(reads())
+    assert lines == LINES * 3
+    assert (served, opened) == (1, 1)
 
 
 def test_a_proxy_in_the_environment_keeps_httpx_s_own_transport(
