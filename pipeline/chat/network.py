@@ -33,7 +33,7 @@ import asyncio
 import socket
 import ssl
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import Any, Final
 
 import httpcore
@@ -203,18 +203,8 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
             httpcore.ConnectError: The connection was refused or the name did not resolve.
         """
         local = (local_address, 0) if local_address else None
-        try:
-            async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_connection(
-                    host, port, local_addr=local, limit=READ_BUFFER_BYTES
-                )
-        except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(f"no connection within {timeout:g} s") from exc
-        except OSError as exc:
-            raise httpcore.ConnectError(_describe(exc)) from exc
-        _set_options(writer, socket_options)
-        self.connections += 1
-        return AsyncioStream(reader, writer)
+        opening = asyncio.open_connection(host, port, local_addr=local, limit=READ_BUFFER_BYTES)
+        return await self._connected(opening, timeout, socket_options)
 
     async def connect_unix_socket(
         self,
@@ -223,11 +213,21 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         socket_options: Iterable[SocketOption] | None = None,
     ) -> httpcore.AsyncNetworkStream:
         """Connects to a Unix socket. Raises as :meth:`connect_tcp`."""
+        opening = asyncio.open_unix_connection(path, limit=READ_BUFFER_BYTES)
+        return await self._connected(opening, timeout, socket_options)
+
+    async def _connected(
+        self,
+        opening: Coroutine[Any, Any, tuple[asyncio.StreamReader, asyncio.StreamWriter]],
+        timeout_s: float | None,
+        socket_options: Iterable[SocketOption] | None,
+    ) -> AsyncioStream:
+        """Awaits ``opening`` within ``timeout_s``, mapping its errors to httpcore's."""
         try:
-            async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_unix_connection(path, limit=READ_BUFFER_BYTES)
+            async with asyncio.timeout(timeout_s):
+                reader, writer = await opening
         except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(f"no connection within {timeout:g} s") from exc
+            raise httpcore.ConnectTimeout(f"no connection within {timeout_s:g} s") from exc
         except OSError as exc:
             raise httpcore.ConnectError(_describe(exc)) from exc
         _set_options(writer, socket_options)
