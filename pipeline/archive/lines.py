@@ -170,14 +170,6 @@ def _inserted_once(
     keys: Sequence[LineKey], forms: Sequence[KnownLine], new: Sequence[LineKey]
 ) -> dict[LineKey, KnownLine]:
     """Returns: the stored form of each line whose key the batch holds once and inserted once."""
-    unique = len(set(keys)) == len(keys) and len(set(new)) == len(new)
-    if unique:
-        inserted = set(new)
-        return {
-            key: form
-            for key, form in zip(keys, forms, strict=True)
-            if key in inserted and form.line.job_id == key[0]
-        }
     given, went_in = Counter(keys), Counter(new)
     return {
         key: form
