@@ -23,6 +23,27 @@ def _fill(limit: AimdLimit) -> list[int]:
     return epochs
 
 
+def _rounds(limit: AimdLimit, *, capacity: int, rounds: int) -> list[int]:
+    """Runs ``rounds`` rounds against an agent serving ``capacity`` calls at once.
+
+    Each round every call the limit admits is accepted (and gives its first line) or, beyond
+    ``capacity``, throttled; then all end. Returns: the calls served per round.
+    """
+    served = []
+    for _ in range(rounds):
+        epochs = _fill(limit)
+        for index, epoch in enumerate(epochs):
+            if index < capacity:
+                limit.on_accepted()
+                limit.on_first_line(epoch, 0.1)
+            else:
+                limit.on_throttled(epoch)
+        served.append(min(len(epochs), capacity))
+        for index in range(len(epochs)):
+            limit.release(served=index < capacity)
+    return served
+
+
 def test_limit_admits_up_to_its_floor_and_frees_on_release() -> None:
     limit = AimdLimit(initial=3.7)
     assert _fill(limit) == [0, 0, 0]
@@ -85,19 +106,8 @@ def test_small_latency_noise_does_not_decrease() -> None:
 def test_limit_reaches_the_agent_s_limit_and_stays_near_it() -> None:
     """A simulated agent taking 50 streams: AIMD rounds keep the limit within 10% below it."""
     limit = AimdLimit(initial=8)
-    capacity, served, offered = 50, 0, 0
-    for _ in range(200):  # rounds: every admitted call either streams or is throttled
-        epochs = _fill(limit)
-        offered += len(epochs)
-        served += min(len(epochs), capacity)
-        for index, epoch in enumerate(epochs):
-            if index < capacity:
-                limit.on_accepted()
-                limit.on_first_line(epoch, 0.1)
-            else:
-                limit.on_throttled(epoch)
-        for index in range(len(epochs)):
-            limit.release(served=index < capacity)
+    capacity = 50
+    served = sum(_rounds(limit, capacity=capacity, rounds=200))
     assert served / 200 >= 0.9 * capacity
     assert 0.85 * capacity <= limit.limit <= 1.1 * capacity
 
@@ -133,18 +143,8 @@ def test_a_latency_rise_decreases_below_the_calls_being_served() -> None:
 def test_with_calls_served_counted_a_run_holds_the_agent_s_concurrency_limit() -> None:
     """A simulated agent taking 50 streams: after the first rounds the limit stays at 50-51."""
     limit = AimdLimit(initial=16)
-    capacity, served = 50, []
-    for _ in range(100):  # rounds: every admitted call either streams or is throttled
-        epochs = _fill(limit)
-        for index, epoch in enumerate(epochs):
-            if index < capacity:
-                limit.on_accepted()
-                limit.on_first_line(epoch, 0.1)
-            else:
-                limit.on_throttled(epoch)
-        served.append(min(len(epochs), capacity))
-        for index in range(len(epochs)):
-            limit.release(served=index < capacity)
+    capacity = 50
+    served = _rounds(limit, capacity=capacity, rounds=100)
     assert min(served[5:]) == capacity
     assert capacity <= limit.limit < capacity + 2
 
