@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,20 +10,16 @@ import pytest
 import sqlalchemy as sa
 
 from models import wire
-from models.records import ChatJob, JobEvent, LineEnvelope
+from models.records import JobEvent, LineEnvelope
 from pipeline.archive.chain import verify
 from pipeline.archive.engine import create_engine, upgrade
 from pipeline.archive.redaction import Redactor
 from pipeline.archive.retention import RetentionPolicy, apply_policy
 from pipeline.archive.writer import ArchiveWriter
 from pipeline.settings import Settings
+from tests.integration.archive.archive_records import T0, envelopes, opening_events, raw
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-URL = "http://127.0.0.1:8400" + wire.CHAT_PATH_TEMPLATE.format(
-    cloud_region="local", account_name="demo", agent_id="1"
-)
 
 
 @pytest.fixture
@@ -40,43 +35,23 @@ def engine(settings: Settings) -> Iterator[sa.Engine]:
     engine.dispose()
 
 
-def _raw(**fields: Any) -> bytes:
-    return json.dumps(fields).encode()
-
-
 TRANSCRIPT = [
-    _raw(id=wire.ID_CUTOFF, role="assistant", sort=0, state={"chatId": "c1"}),
-    _raw(id="u1", role="user", content="Mail ann@corp.io the count"),
-    _raw(id="f1", role="assistant", content="Sent to ann@corp.io: 42.", graphPath=["final"]),
-    _raw(id=wire.ID_USAGE, usage={"totalTokens": 3}),
+    raw(id=wire.ID_CUTOFF, role="assistant", sort=0, state={"chatId": "c1"}),
+    raw(id="u1", role="user", content="Mail ann@corp.io the count"),
+    raw(id="f1", role="assistant", content="Sent to ann@corp.io: 42.", graphPath=["final"]),
+    raw(id=wire.ID_USAGE, usage={"totalTokens": 3}),
 ]
 
 
 def _lines(job_id: str) -> list[LineEnvelope]:
-    return [
-        LineEnvelope.from_raw(
-            job_id=job_id, attempt=1, line_no=n, raw=raw, received_at=T0 + timedelta(seconds=n)
-        )
-        for n, raw in enumerate(TRANSCRIPT, start=1)
-    ]
+    return envelopes(job_id, TRANSCRIPT)
 
 
 def _events(job_id: str) -> list[JobEvent]:
-    job = ChatJob.model_validate(
-        {
-            "job_id": job_id,
-            "run_id": "r1",
-            "question": "Mail ann@corp.io the count",
-            "session_settings": {"externalId": "ann"},
-            "chat_url": URL,
-        }
+    completed = JobEvent(
+        job_id=job_id, run_id="r1", kind="completed", attempt=1, line_count=len(TRANSCRIPT), at=T0
     )
-    common = {"job_id": job_id, "run_id": "r1"}
-    return [
-        JobEvent(**common, kind="accepted", job=job, at=T0),
-        JobEvent(**common, kind="started", attempt=1, job=job, at=T0),
-        JobEvent(**common, kind="completed", attempt=1, line_count=len(TRANSCRIPT), at=T0),
-    ]
+    return [*opening_events(job_id), completed]
 
 
 def _verify(engine: sa.Engine, settings: Settings, job_id: str) -> Any:

@@ -8,7 +8,6 @@ line redacted on the way in or by retention afterwards, a batch rolled back.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,20 +16,17 @@ import pytest
 import sqlalchemy as sa
 
 from models import wire
-from models.records import ChatJob, JobEvent, LineEnvelope
+from models.records import JobEvent
 from pipeline.archive import derived
 from pipeline.archive.engine import create_engine, upgrade
 from pipeline.archive.redaction import Redactor
 from pipeline.archive.retention import RetentionPolicy, apply_policy
 from pipeline.archive.writer import ArchiveWriter
 from pipeline.settings import Settings
+from tests.integration.archive.archive_records import T0, envelopes, opening_events, raw
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-URL = "http://127.0.0.1:8400" + wire.CHAT_PATH_TEMPLATE.format(
-    cloud_region="local", account_name="demo", agent_id="1"
-)
 Targets = Sequence[tuple[str, int, int]]
 
 
@@ -61,43 +57,13 @@ def read_back(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     return attempts
 
 
-def _raw(**fields: Any) -> bytes:
-    return json.dumps(fields).encode()
-
-
 def _transcript(answer: str) -> list[bytes]:
     return [
-        _raw(id=wire.ID_CUTOFF, role="assistant", sort=0, state={"chatId": "c1"}),
-        _raw(id="u1", role="user", content="Mail ann@corp.io the count"),
-        _raw(id="f1", role="assistant", content=answer, graphPath=["final"], isDelta=True),
-        _raw(id="f1", role="assistant", content=" (42).", graphPath=["final"], isDelta=True),
-        _raw(id=wire.ID_USAGE, usage={"totalTokens": 3}),
-    ]
-
-
-def _lines(job_id: str, raws: Sequence[bytes]) -> list[LineEnvelope]:
-    return [
-        LineEnvelope.from_raw(
-            job_id=job_id, attempt=1, line_no=n, raw=raw, received_at=T0 + timedelta(seconds=n)
-        )
-        for n, raw in enumerate(raws, start=1)
-    ]
-
-
-def _started(job_id: str) -> list[JobEvent]:
-    job = ChatJob.model_validate(
-        {
-            "job_id": job_id,
-            "run_id": "r1",
-            "question": "Mail ann@corp.io the count",
-            "session_settings": {"externalId": "ann"},
-            "chat_url": URL,
-        }
-    )
-    common = {"job_id": job_id, "run_id": "r1"}
-    return [
-        JobEvent(**common, kind="accepted", job=job, at=T0),
-        JobEvent(**common, kind="started", attempt=1, job=job, at=T0),
+        raw(id=wire.ID_CUTOFF, role="assistant", sort=0, state={"chatId": "c1"}),
+        raw(id="u1", role="user", content="Mail ann@corp.io the count"),
+        raw(id="f1", role="assistant", content=answer, graphPath=["final"], isDelta=True),
+        raw(id="f1", role="assistant", content=" (42).", graphPath=["final"], isDelta=True),
+        raw(id=wire.ID_USAGE, usage={"totalTokens": 3}),
     ]
 
 
@@ -126,8 +92,8 @@ def test_an_attempt_the_writer_inserted_is_normalised_without_reading_it_back(
     engine: sa.Engine, read_back: list[tuple[str, int]]
 ) -> None:
     writer = ArchiveWriter(engine)
-    lines = _lines("j-held", _transcript("Sent"))
-    writer.write_batch(lines[:2], _started("j-held"))
+    lines = envelopes("j-held", _transcript("Sent"))
+    writer.write_batch(lines[:2], opening_events("j-held"))
     writer.write_batch(lines[2:], [])
     outcome = writer.write_batch([], [_completed("j-held", len(lines))])
     assert outcome.normalised == (("j-held", 1),)
@@ -141,8 +107,8 @@ def test_a_redelivered_line_keeps_the_attempt_held(
 ) -> None:
     """A duplicate absorbed by ``ON CONFLICT`` (the staging path) leaves the stored row ours."""
     writer = ArchiveWriter(engine)
-    lines = _lines("j-again", _transcript("Sent"))
-    writer.write_batch(lines[:3], _started("j-again"))
+    lines = envelopes("j-again", _transcript("Sent"))
+    writer.write_batch(lines[:3], opening_events("j-again"))
     outcome = writer.write_batch(lines[1:], [_completed("j-again", len(lines))])
     assert outcome.lines_inserted == 2 and outcome.normalised == (("j-again", 1),)
     assert read_back == []
@@ -153,9 +119,9 @@ def test_a_line_stored_earlier_with_other_bytes_is_normalised_as_stored(
     engine: sa.Engine, read_back: list[tuple[str, int]]
 ) -> None:
     """Another sink (or a replay) stored line 3 first; this writer's line 3 went nowhere."""
-    earlier = _lines("j-other", _transcript("Stored first"))
-    ours = _lines("j-other", _transcript("Received later"))
-    ArchiveWriter(engine).write_batch(earlier[2:3], _started("j-other"))
+    earlier = envelopes("j-other", _transcript("Stored first"))
+    ours = envelopes("j-other", _transcript("Received later"))
+    ArchiveWriter(engine).write_batch(earlier[2:3], opening_events("j-other"))
     writer = ArchiveWriter(engine)
     outcome = writer.write_batch(ours, [_completed("j-other", len(ours))])
     assert outcome.lines_inserted == len(ours) - 1 and outcome.normalised == (("j-other", 1),)
@@ -167,11 +133,11 @@ def test_a_key_twice_in_one_batch_is_read_back(
     engine: sa.Engine, read_back: list[tuple[str, int]]
 ) -> None:
     """Which of the two went in is not tracked: the stored one decides."""
-    first = _lines("j-twice", _transcript("First copy"))
-    second = _lines("j-twice", _transcript("Second copy"))
+    first = envelopes("j-twice", _transcript("First copy"))
+    second = envelopes("j-twice", _transcript("Second copy"))
     writer = ArchiveWriter(engine)
     batch = [*first, second[2]]
-    outcome = writer.write_batch(batch, [*_started("j-twice"), _completed("j-twice", 5)])
+    outcome = writer.write_batch(batch, [*opening_events("j-twice"), _completed("j-twice", 5)])
     assert outcome.lines_inserted == 5 and outcome.normalised == (("j-twice", 1),)
     assert read_back == [("j-twice", 1)]
     with engine.connect() as conn:
@@ -186,8 +152,8 @@ def test_lines_redacted_on_the_way_in_are_held_as_stored(
     engine: sa.Engine, read_back: list[tuple[str, int]]
 ) -> None:
     writer = ArchiveWriter(engine, redactor=Redactor.build(detectors=["email"]))
-    lines = _lines("j-red", _transcript("Sent to ann@corp.io"))
-    writer.write_batch(lines, _started("j-red"))
+    lines = envelopes("j-red", _transcript("Sent to ann@corp.io"))
+    writer.write_batch(lines, opening_events("j-red"))
     outcome = writer.write_batch([], [_completed("j-red", len(lines))])
     assert outcome.normalised == (("j-red", 1),)
     assert read_back == []
@@ -205,8 +171,8 @@ def test_lines_retention_rewrote_after_they_were_written_are_read_back(
     the unmarked line 2 (``redact``) or empties every line (``delete``).
     """
     writer = ArchiveWriter(engine, redactor=Redactor.build(detectors=["ipv4"]))
-    lines = _lines("j-ret", _transcript("Sent from 10.0.0.1"))
-    writer.write_batch(lines, _started("j-ret"))
+    lines = envelopes("j-ret", _transcript("Sent from 10.0.0.1"))
+    writer.write_batch(lines, opening_events("j-ret"))
     policy = RetentionPolicy.model_validate(
         {"rules": [{"afterDays": 1, "action": action}], "redaction": {"detectors": ["email"]}}
     )
@@ -233,8 +199,8 @@ def test_an_attempt_with_only_its_own_marks_stays_held(
 ) -> None:
     """Retention ran but changed nothing of the attempt: its marks are the sink's own."""
     writer = ArchiveWriter(engine, redactor=Redactor.build(detectors=["email"]))
-    lines = _lines("j-same", _transcript("Sent to ann@corp.io"))
-    writer.write_batch(lines, _started("j-same"))
+    lines = envelopes("j-same", _transcript("Sent to ann@corp.io"))
+    writer.write_batch(lines, opening_events("j-same"))
     policy = RetentionPolicy.model_validate(
         {"rules": [{"afterDays": 1, "action": "redact"}], "redaction": {"detectors": ["email"]}}
     )
@@ -255,8 +221,8 @@ def test_lines_of_a_rolled_back_batch_are_not_held(
     engine: sa.Engine, read_back: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The batch's insert was rolled back; another sink stored the lines with other bytes."""
-    ours = _lines("j-rolled", _transcript("Rolled back"))
-    theirs = _lines("j-rolled", _transcript("Committed"))
+    ours = envelopes("j-rolled", _transcript("Rolled back"))
+    theirs = envelopes("j-rolled", _transcript("Committed"))
     writer = ArchiveWriter(engine)
     real = derived.normalise_ready
 
@@ -265,9 +231,9 @@ def test_lines_of_a_rolled_back_batch_are_not_held(
 
     monkeypatch.setattr(derived, "normalise_ready", failing)
     with pytest.raises(RuntimeError):
-        writer.write_batch(ours, _started("j-rolled"))
+        writer.write_batch(ours, opening_events("j-rolled"))
     monkeypatch.setattr(derived, "normalise_ready", real)
-    ArchiveWriter(engine).write_batch(theirs, _started("j-rolled"))
+    ArchiveWriter(engine).write_batch(theirs, opening_events("j-rolled"))
     outcome = writer.write_batch([], [_completed("j-rolled", len(ours))])
     assert outcome.normalised == (("j-rolled", 1),)
     assert read_back == [("j-rolled", 1)]
