@@ -27,6 +27,7 @@ from pydantic import (
 from models import wire
 from models.chat import SessionSettings, StreamMessage
 from models.errors import LineRecordError
+from models.json_values import exact_for_orjson
 
 Headers = Sequence[tuple[str, bytes]]
 
@@ -175,6 +176,8 @@ def parse_line(raw: bytes) -> tuple[StreamMessage | None, str | None]:
         ``(message, None)`` on success, or ``(None, reason)`` where reason says why the line is
         not a stream message (invalid UTF-8, invalid JSON, not an object, wrong field types).
     """
+    if not exact_for_orjson(raw):  # an integer beyond 64 bits, which orjson would round
+        return _parse_line_slowly(raw)
     try:  # orjson first (fast); anything it refuses takes the standard path below, which
         value: Any = orjson.loads(raw)  # gives the same results and reasons as before
     except orjson.JSONDecodeError:

@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from models import wire
+from models import json_values, wire
 from models.chat import ToolCall
 from models.errors import ToolPayloadError
 
@@ -138,7 +138,7 @@ def load_payload(text: str | None, *, tool_name: str, part: str) -> dict[str, An
     if text is None:
         return None
     try:
-        value = json.loads(text)
+        value = json_values.loads(text)
     except json.JSONDecodeError as exc:
         raise ToolPayloadError(
             f"{part} is not JSON: {exc}", tool_name=tool_name, part=part

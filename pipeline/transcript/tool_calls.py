@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import orjson
 
-from models import tools
+from models import json_values, tools
 from models.chat import ToolCall
 from models.errors import ToolPayloadError
 from pipeline.transcript.sql_refs import touched
@@ -213,7 +213,7 @@ def unnest(value: Any, depth: int = MAX_NESTING) -> Any:
         return [unnest(v, depth - 1) for v in value]
     if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
         try:
-            parsed = json.loads(value)
+            parsed = json_values.loads(value)
         except ValueError:
             return value
         if isinstance(parsed, dict | list):

@@ -1,0 +1,58 @@
+"""models.json_values.loads: the standard library's values and errors, whichever parser ran."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from models import json_values
+from models.records import parse_line
+
+SAME_AS_STDLIB = [
+    '{"a": 1, "b": [1.5, -0, 1e2, "x"], "c": {"d": null, "e": true}}',
+    '{"big": 18446744073709551616, "neg": -9223372036854775809}',
+    "123456789012345678901234567890",
+    '{"id": "12345678901234567890", "n": 1}',
+    '{"s": "\\ud800 lone surrogate"}',
+    '{"x": NaN, "y": Infinity}',
+    '{"dup": 1, "dup": 2}',
+    "[1e400]",
+]
+
+
+@pytest.mark.parametrize("text", SAME_AS_STDLIB)
+def test_values_equal_the_standard_librarys(text: str) -> None:
+    got, want = json_values.loads(text), json.loads(text)
+    assert repr(got) == repr(want)  # repr: NaN != NaN, and 1 == 1.0 would hide a rounding
+    assert type(got) is type(want)
+
+
+def test_an_integer_beyond_64_bits_stays_an_exact_integer() -> None:
+    got = json_values.loads('{"rows": [[18446744073709551617]]}')
+    assert got["rows"][0][0] == 18446744073709551617
+    assert isinstance(got["rows"][0][0], int)
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"a": }', "[1,]", "nul"])
+def test_invalid_json_raises_the_standard_librarys_error(text: str) -> None:
+    with pytest.raises(json.JSONDecodeError) as got:
+        json_values.loads(text)
+    with pytest.raises(json.JSONDecodeError) as want:
+        json.loads(text)
+    assert str(got.value) == str(want.value)
+
+
+def test_a_line_with_a_huge_integer_keeps_it_exact() -> None:
+    message, error = parse_line(
+        b'{"id": "m", "state": {"n": 340282366920938463463374607431768211457}}'
+    )
+    assert error is None and message is not None
+    assert message.state is not None and message.state["n"] == 2**128 + 1
+
+
+def test_a_line_with_nan_still_parses() -> None:
+    message, error = parse_line(b'{"id": "m", "sort": NaN}')
+    assert error is None and message is not None and message.sort is not None
+    assert math.isnan(message.sort)
