@@ -45,6 +45,7 @@ from pipeline.transcript.tool_calls import (
     SqlQueryRow,
     ToolCallRow,
     error_text,
+    read_sql_early,
     sql_query_row,
     tool_call_row,
 )
@@ -52,6 +53,7 @@ from pipeline.transcript.tool_calls import (
 __all__ = [
     "AnswerRow",
     "AnswerSource",
+    "Fold",
     "MessageRow",
     "SqlQueryRow",
     "ToolCallRow",
@@ -209,43 +211,118 @@ def normalise(
             one (job, attempt).
     """
     job_id, attempt = _key(lines, job_id, attempt)
-    ordered = _in_line_order(lines)
-    drafts: dict[str, _Draft] = {}
-    errors: list[str] = []
-    parse_errors: list[tuple[int, str]] = []
-    for line in ordered:
+    fold = Fold(job_id, attempt, read_sql_early=False)
+    for line in _in_line_order(lines):
+        fold.add(line)
+    return fold.transcript()
+
+
+class Fold:
+    """One attempt's transcript built line by line: :func:`normalise`, one line at a time.
+
+    The sink folds each line as it is archived in line order, so an attempt's end only turns
+    the merged messages into rows (:mod:`pipeline.archive.derived`). What a fold holds is the
+    merged messages: the text of the deltas joined, each tool call's latest payloads.
+
+    Args:
+        job_id, attempt: The attempt folded.
+        read_sql_early: Read a SQL tool call's query when its result arrives (:meth:`add`);
+            :func:`normalise`, which has every line at once, does not.
+
+    Attributes:
+        last_line_no: The last line number added (0: none).
+        lines_added: How many lines were added.
+    """
+
+    def __init__(self, job_id: str, attempt: int, *, read_sql_early: bool = True) -> None:
+        self.job_id = job_id
+        self.attempt = attempt
+        self._read_sql_early = read_sql_early
+        self.last_line_no = 0
+        self.lines_added = 0
+        self._drafts: dict[str, _Draft] = {}
+        self._errors: list[str] = []
+        self._parse_errors: list[tuple[int, str]] = []
+        self._cutoff_chat_id: str | None = None
+        self._message_chat_id: str | None = None
+        self._header_chat_id: str | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"<Fold job_id={self.job_id!r} attempt={self.attempt} "
+            f"last_line_no={self.last_line_no} messages={len(self._drafts)}>"
+        )
+
+    def add(self, line: LineEnvelope) -> None:
+        """Merges the next line (module docstring, the rules).
+
+        When the line brings a SQL tool call's result, its query is read now
+        (:func:`~pipeline.transcript.tool_calls.read_sql_early`), so that the attempt's end finds
+        it read.
+
+        Raises:
+            ValueError: The line is of another attempt, or its number is not above the last
+                one added (a fold takes lines in line order, each once).
+        """
+        if (line.job_id, line.attempt) != (self.job_id, self.attempt):
+            raise ValueError(
+                f"line of {(line.job_id, line.attempt)} added to the fold of "
+                f"{(self.job_id, self.attempt)}"
+            )
+        if line.line_no <= self.last_line_no:
+            raise ValueError(f"line {line.line_no} added after line {self.last_line_no}")
+        self.last_line_no = line.line_no
+        self.lines_added += 1
+        self._note_chat_id(line)
         msg = line.message
         if msg is None:
-            parse_errors.append((line.line_no, line.parse_error or "not parsed"))
+            self._parse_errors.append((line.line_no, line.parse_error or "not parsed"))
         elif msg.id is not None:
-            draft = drafts.get(msg.id)
+            draft = self._drafts.get(msg.id)
             if draft is None:
-                draft = drafts[msg.id] = _Draft(msg.id, line.line_no)
+                draft = self._drafts[msg.id] = _Draft(msg.id, line.line_no)
             draft.apply(line.line_no, msg)
+            if self._read_sql_early and msg.tool_call and msg.tool_call.result is not None:
+                read_sql_early(draft.tool_call())
         elif msg.is_error_line:
-            errors.append(error_text(msg.error))
-    messages = tuple(_message_row(job_id, attempt, d) for d in drafts.values())
-    calls = tuple(
-        tool_call_row(job_id, attempt, d.message_id, d.tool_call())
-        for d in drafts.values()
-        if d.has_tool_call
-    )
-    chat_id = _chat_id(ordered)
-    answer = _answer(job_id, attempt, chat_id, list(drafts.values()), tuple(errors))
-    return Transcript(
-        job_id=job_id,
-        attempt=attempt,
-        chat_id=chat_id,
-        messages=messages,
-        tool_calls=calls,
-        sql_queries=tuple(sql_query_row(call) for call in calls if call.kind == "sql"),
-        answer=answer,
-        errors=tuple(errors),
-        parse_errors=tuple(parse_errors),
-        aborted=wire.ID_ABORTED in drafts,
-        suspended=wire.ID_SUSPENDED in drafts,
-        usage=_usage(drafts.get(wire.ID_USAGE)),
-    )
+            self._errors.append(error_text(msg.error))
+
+    def _note_chat_id(self, line: LineEnvelope) -> None:
+        """The thread id: ``__cutoff__``'s, else the first a message carries, else a header's."""
+        msg = line.message
+        if msg is not None and msg.chat_id:
+            if msg.id == wire.ID_CUTOFF and self._cutoff_chat_id is None:
+                self._cutoff_chat_id = msg.chat_id
+            if self._message_chat_id is None:
+                self._message_chat_id = msg.chat_id
+        if line.chat_id and self._header_chat_id is None:
+            self._header_chat_id = line.chat_id
+
+    def transcript(self) -> Transcript:
+        """Returns: the :class:`Transcript` of the lines added so far (as :func:`normalise`)."""
+        job_id, attempt, drafts = self.job_id, self.attempt, self._drafts
+        messages = tuple(_message_row(job_id, attempt, d) for d in drafts.values())
+        calls = tuple(
+            tool_call_row(job_id, attempt, d.message_id, d.tool_call())
+            for d in drafts.values()
+            if d.has_tool_call
+        )
+        chat_id = self._cutoff_chat_id or self._message_chat_id or self._header_chat_id
+        errors = tuple(self._errors)
+        return Transcript(
+            job_id=job_id,
+            attempt=attempt,
+            chat_id=chat_id,
+            messages=messages,
+            tool_calls=calls,
+            sql_queries=tuple(sql_query_row(call) for call in calls if call.kind == "sql"),
+            answer=_answer(job_id, attempt, chat_id, list(drafts.values()), errors),
+            errors=errors,
+            parse_errors=tuple(self._parse_errors),
+            aborted=wire.ID_ABORTED in drafts,
+            suspended=wire.ID_SUSPENDED in drafts,
+            usage=_usage(drafts.get(wire.ID_USAGE)),
+        )
 
 
 def _usage(draft: _Draft | None) -> dict[str, Any] | None:
@@ -291,17 +368,6 @@ def _extra(msg: StreamMessage) -> dict[str, Any]:
     if isinstance(tool, dict) and tool.keys() - _TOOL_MEMBERS:
         extra["toolCall"] = {k: v for k, v in tool.items() if k not in _TOOL_MEMBERS}
     return extra
-
-
-def _chat_id(lines: Sequence[LineEnvelope]) -> str | None:
-    """Returns: ``__cutoff__``'s chat id, else the first one any line or header carries."""
-    messages = [line.message for line in lines if line.message is not None]
-    for msg in messages:
-        if msg.id == wire.ID_CUTOFF and msg.chat_id:
-            return msg.chat_id
-    found = [m.chat_id for m in messages if m.chat_id]
-    found += [line.chat_id for line in lines if line.chat_id]
-    return found[0] if found else None
 
 
 def _message_row(job_id: str, attempt: int, d: _Draft) -> MessageRow:

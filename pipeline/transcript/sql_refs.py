@@ -8,8 +8,10 @@ nothing we can name (:func:`touched` gives empty tuples) and counts as unordered
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
+from typing import Final
 
 import sqlglot
 from sqlglot import exp
@@ -35,8 +37,18 @@ class SqlRefs:
 NOTHING = SqlRefs(views=(), members=(), ordered=False)
 
 
+CACHED_QUERIES: Final = 1024
+"""Queries whose reading :func:`touched` keeps (the most recently used)."""
+CACHED_QUERY_CHARS: Final = 16 * 1024
+"""Longer queries are read each time, so the cache holds at most ~16 MiB of query text."""
+
+
 def touched(sql: str | None) -> SqlRefs:
     """Reads the views and members of a query.
+
+    sqlglot takes about a millisecond per query; the same query text (a regression run asks
+    the same questions as many identities) is read once while it stays among the last
+    :data:`CACHED_QUERIES` read. :class:`SqlRefs` is immutable, so a reading is shared safely.
 
     Args:
         sql: The query text (None: nothing).
@@ -48,6 +60,12 @@ def touched(sql: str | None) -> SqlRefs:
     """
     if not sql or not sql.strip():
         return NOTHING
+    if len(sql) > CACHED_QUERY_CHARS:
+        return _read(sql)
+    return _read_cached(sql)
+
+
+def _read(sql: str) -> SqlRefs:
     try:
         tree = sqlglot.parse_one(sql, read=DIALECT)
     except (SqlglotError, ValueError) as exc:
@@ -65,6 +83,9 @@ def touched(sql: str | None) -> SqlRefs:
     outputs = {e.alias for e in tree.find_all(exp.Alias) if e.alias}
     members = {m for c in tree.find_all(exp.Column) if (m := _member(c, aliases, views, outputs))}
     return SqlRefs(tuple(sorted(views)), tuple(sorted(members)), _ordered(tree))
+
+
+_read_cached = functools.lru_cache(maxsize=CACHED_QUERIES)(_read)
 
 
 def _member(column: exp.Column, aliases: dict[str, str], views: set[str], outputs: set[str]) -> str:

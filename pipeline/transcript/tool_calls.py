@@ -260,6 +260,20 @@ def sql_query_row(call: ToolCallRow) -> SqlQueryRow:
     )
 
 
+def read_sql_early(call: ToolCall) -> None:
+    """Reads a SQL tool call's query now, into :func:`.sql_refs.touched`'s cache.
+
+    For :class:`pipeline.transcript.normalise.Fold`, when a line brings a tool call's result:
+    the attempt's end then finds the query read (sqlglot, ~1 ms a query), instead of reading
+    the queries of every attempt ending in one sink batch together. Nothing is returned or
+    kept here beyond that cache; a call that is not SQL, or whose payload does not parse, is
+    left alone.
+    """
+    row = tool_call_row("", 0, "", call)
+    if row.kind == "sql":
+        sql_query_row(row)
+
+
 def _object_schema(rows: list[Any] | None, got: dict[str, Any]) -> list[Any] | None:
     """The older payload's rows are objects.
 
