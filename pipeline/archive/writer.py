@@ -21,10 +21,11 @@ One :meth:`ArchiveWriter.write_batch` call is one transaction (design.md, "Flow"
 3. lines ``COPY``'d into ``stream_lines``, or into a temporary staging table and then
    ``INSERT INTO stream_lines SELECT ... ON CONFLICT DO NOTHING`` (:mod:`pipeline.archive.lines`);
    the lines this statement inserted are kept, parsed and as stored, in the writer's
-   :class:`~pipeline.archive.parsed.ParsedLines` (dropped again if the transaction fails);
+   :class:`~pipeline.archive.parsed.ParsedLines`, and folded into their attempt's transcript
+   as soon as they continue it in line order (dropped again if the transaction fails);
 4. every touched (job, attempt) whose terminal event gave a ``line_count`` equal to the lines
    stored, and which has no ``answers`` row yet, is normalised (:mod:`pipeline.archive.derived`),
-   from the lines held when the writer inserted them all, else from the lines read back.
+   from its fold when the writer folded every line, else from the lines read back.
 
 Before its first batch and then every :data:`PARTITION_CHECK_S`, the writer creates the
 ``stream_lines`` partitions of the current and next month if missing
@@ -207,8 +208,9 @@ class ArchiveWriter:
                 written = archive_lines.write_lines(conn, lines, redactor=self._redactor)
                 claimed = self._parsed.add(lines, written.stored)
                 touched = _touched(lines, events)
+                self._parsed.fold(touched)
                 normalised = archive_derived.normalise_ready(
-                    conn, touched, known=self._parsed.known
+                    conn, touched, known=self._parsed.known, folds=self._parsed.folds
                 )
         except BaseException:
             self._parsed.drop(claimed)  # rolled back: those rows were never stored

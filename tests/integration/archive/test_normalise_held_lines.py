@@ -1,4 +1,4 @@
-"""Normalising from the lines the writer inserted (pipeline.archive.derived, "Lines held").
+"""Normalising from the lines the writer inserted (pipeline.archive.derived, "Attempts folded").
 
 Against a real PostgreSQL, in a fresh schema per test. An attempt all of whose lines the writer
 inserted itself is normalised without reading them back; every other attempt is read back, so
@@ -19,6 +19,7 @@ from models import wire
 from models.records import JobEvent
 from pipeline.archive import derived
 from pipeline.archive.engine import create_engine, upgrade
+from pipeline.archive.parsed import ParsedLines
 from pipeline.archive.redaction import Redactor
 from pipeline.archive.retention import RetentionPolicy, apply_policy
 from pipeline.archive.writer import ArchiveWriter
@@ -100,6 +101,32 @@ def test_an_attempt_the_writer_inserted_is_normalised_without_reading_it_back(
     assert read_back == []
     assert tuple(_answer(engine, "j-held")) == ("Sent (42).", "final")
     assert len(_messages(engine, "j-held")) == 4
+
+
+def test_lines_arriving_out_of_order_across_batches_are_folded_without_reading_back(
+    engine: sa.Engine, read_back: list[tuple[str, int]]
+) -> None:
+    """Line 4 waits, kept, until line 3 arrives; then both go into the attempt's fold."""
+    writer = ArchiveWriter(engine)
+    lines = envelopes("j-order", _transcript("Sent"))
+    writer.write_batch([lines[3], lines[0], lines[1]], opening_events("j-order"))
+    writer.write_batch([lines[4], lines[2]], [_completed("j-order", len(lines))])
+    assert read_back == []
+    assert tuple(_answer(engine, "j-order")) == ("Sent (42).", "final")
+    assert _messages(engine, "j-order")["f1"] == "Sent (42)."
+
+
+def test_an_attempt_whose_fold_left_the_budget_is_read_back(
+    engine: sa.Engine, read_back: list[tuple[str, int]]
+) -> None:
+    writer = ArchiveWriter(engine)
+    writer._parsed = ParsedLines(max_folded_bytes=1)  # every fold is dropped at once
+    lines = envelopes("j-budget", _transcript("Sent"))
+    writer.write_batch(lines[:2], opening_events("j-budget"))
+    outcome = writer.write_batch(lines[2:], [_completed("j-budget", len(lines))])
+    assert outcome.normalised == (("j-budget", 1),)
+    assert read_back == [("j-budget", 1)]
+    assert tuple(_answer(engine, "j-budget")) == ("Sent (42).", "final")
 
 
 def test_a_redelivered_line_keeps_the_attempt_held(

@@ -21,7 +21,7 @@ from pipeline.archive.engine import create_engine, upgrade
 from pipeline.archive.writer import ArchiveWriter
 from pipeline.settings import Settings
 from pipeline.transcript import normalise as transcript_module
-from pipeline.transcript.normalise import Transcript
+from pipeline.transcript.normalise import Fold, Transcript
 
 pytestmark = pytest.mark.integration
 
@@ -95,27 +95,42 @@ def test_derived_rows_copied_keep_their_values(engine: sa.Engine, settings: Sett
     assert answer.normalised_at is not None  # the column default, not given by the COPY
 
 
-def test_refused_attempt_is_skipped_and_the_others_are_normalised(
-    engine: sa.Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    real = transcript_module.normalise
+def _bogus(transcript: Transcript) -> Transcript:
+    if transcript.job_id != "j-bad":
+        return transcript
+    answer = dataclasses.replace(transcript.answer, source="bogus")  # type: ignore[arg-type]
+    return dataclasses.replace(transcript, answer=answer)  # breaks ck_answers_source
 
-    def breaking(
+
+@pytest.mark.parametrize("folded", [True, False], ids=["folded", "read-back"])
+def test_refused_attempt_is_skipped_and_the_others_are_normalised(
+    engine: sa.Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch, folded: bool
+) -> None:
+    """A transcript comes from the writer's fold, or from lines read back.
+
+    Read back: the terminal events reach a writer that saw none of the lines.
+    """
+    real_fold, real_normalise = Fold.transcript, transcript_module.normalise
+
+    def breaking_fold(fold: Fold) -> Transcript:
+        return _bogus(real_fold(fold))
+
+    def breaking_normalise(
         lines: Sequence[LineEnvelope], *, job_id: str | None = None, attempt: int | None = None
     ) -> Transcript:
-        transcript = real(lines, job_id=job_id, attempt=attempt)
-        if job_id != "j-bad":
-            return transcript
-        answer = dataclasses.replace(transcript.answer, source="bogus")  # type: ignore[arg-type]
-        return dataclasses.replace(transcript, answer=answer)  # breaks ck_answers_source
+        return _bogus(real_normalise(lines, job_id=job_id, attempt=attempt))
 
-    monkeypatch.setattr(archive_derived, "normalise", breaking)
-    writer = ArchiveWriter(engine)
+    monkeypatch.setattr(Fold, "transcript", breaking_fold)
+    monkeypatch.setattr(archive_derived, "normalise", breaking_normalise)
     good, good_done = _attempt("j-good")
     bad, bad_done = _attempt("j-bad")
-    outcome = writer.write_batch([*good, *bad], [good_done, bad_done])
+    if folded:
+        outcome = ArchiveWriter(engine).write_batch([*good, *bad], [good_done, bad_done])
+        assert outcome.lines_inserted == len(good) + len(bad)  # raw lines kept either way
+    else:
+        ArchiveWriter(engine).write_batch([*good, *bad], [])
+        outcome = ArchiveWriter(engine).write_batch([], [good_done, bad_done])
     assert outcome.normalised == (("j-good", 1),)
-    assert outcome.lines_inserted == len(good) + len(bad)  # raw lines kept either way
     for table in ("messages", "tool_calls", "answers"):
         assert {r.job_id for r in _rows(engine, f"SELECT job_id FROM {table}")} == {"j-good"}
 

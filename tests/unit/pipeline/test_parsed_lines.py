@@ -132,3 +132,87 @@ def test_jsonb_text_writes_what_json_dumps_would_mean(value: object) -> None:
     from pipeline.archive.derived import jsonb_text
 
     assert json.loads(jsonb_text(value)) == json.loads(json.dumps(value))
+
+
+def _inserted(*lines: LineEnvelope) -> dict[tuple[str, int, int], KnownLine]:
+    return {(x.job_id, x.attempt, x.line_no): known_line(x, inserted=True) for x in lines}
+
+
+def test_inserted_lines_fold_in_line_order_and_leave_the_kept_lines() -> None:
+    parsed = ParsedLines()
+    lines = [_line("a", 1, n, b'{"id":"m","isDelta":true,"content":"%d"}' % n) for n in (1, 2, 4)]
+    parsed.add(lines, _inserted(*lines))
+    parsed.fold([("a", 1)])
+    folded = parsed.folds[("a", 1)]
+    assert folded.count == 2 and set(parsed.known) == {("a", 1, 4)}  # 3 is missing: a gap
+    assert parsed.folded_bytes == len(lines[0].raw) + len(lines[1].raw)
+    third = _line("a", 1, 3, b'{"id":"m","isDelta":true,"content":"3"}')
+    parsed.add([third], _inserted(third))
+    parsed.fold([("a", 1)])
+    assert folded.count == 4 and not parsed.known and parsed.bytes == 0
+    (message,) = folded.fold.transcript().messages
+    assert message.content == "1234"
+
+
+def test_a_line_the_writer_did_not_insert_stops_the_fold() -> None:
+    parsed = ParsedLines()
+    first, second, third = (_line("a", 1, n) for n in (1, 2, 3))
+    parsed.add([first, second, third], _inserted(first, third))
+    parsed.fold([("a", 1)])
+    assert parsed.folds[("a", 1)].count == 1
+    assert set(parsed.known) == {("a", 1, 2), ("a", 1, 3)}
+
+
+def test_no_fold_starts_without_an_inserted_first_line() -> None:
+    parsed = ParsedLines()
+    lines = [_line("a", 1, n) for n in (1, 2)]
+    parsed.add(lines, _inserted(lines[1]))
+    parsed.fold([("a", 1)])
+    assert not parsed.folds and len(parsed.known) == 2
+
+
+def test_a_duplicate_of_a_folded_line_is_not_kept_and_a_second_insertion_ends_the_fold() -> None:
+    parsed = ParsedLines()
+    first = _line("a", 1, 1)
+    parsed.add([first], _inserted(first))
+    parsed.fold([("a", 1)])
+    assert parsed.add([_line("a", 1, 1, b'{"id":"other"}')]) == []
+    assert not parsed.known and parsed.folds[("a", 1)].count == 1
+    again = _line("a", 1, 1, b'{"id":"again"}')
+    assert parsed.add([again], _inserted(again)) == [("a", 1, 1)]
+    assert not parsed.folds and parsed.folded_bytes == 0
+    assert parsed.known[("a", 1, 1)].line is again
+
+
+def test_dropped_claims_drop_the_fold_they_went_into() -> None:
+    parsed = ParsedLines()
+    lines = [_line("a", 1, n) for n in (1, 2)]
+    claimed = parsed.add(lines, _inserted(*lines))
+    parsed.fold([("a", 1)])
+    parsed.drop(claimed)
+    assert not parsed.folds and parsed.folded_bytes == 0 and not parsed.known
+
+
+def test_folds_stay_within_their_byte_budget_oldest_first() -> None:
+    parsed = ParsedLines(max_folded_bytes=25)
+    lines = [_line(job, 1, 1, b'{"id":"%s"}' % job.encode()) for job in ("a", "b", "c")]  # 10 B
+    for line in lines:
+        parsed.add([line], _inserted(line))
+        parsed.fold([(line.job_id, 1)])
+    assert list(parsed.folds) == [("b", 1), ("c", 1)] and parsed.folded_bytes == 20
+
+
+def test_a_fold_notes_the_redaction_marks_and_whether_every_line_was_clean() -> None:
+    parsed = ParsedLines()
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    plain, marked = _line("a", 1, 1), _line("a", 1, 2, b'{"id":"m","content":"\\u0000"}')
+    stored = _inserted(plain) | {
+        ("a", 1, 2): known_line(marked, inserted=True, redaction="redacted", redacted_at=at)
+    }
+    parsed.add([plain, marked], stored)
+    parsed.fold([("a", 1)])
+    folded = parsed.folds[("a", 1)]
+    assert folded.marks == {(2, "redacted", at)}
+    assert folded.clean is False  # the NUL escape needs cleaning to be stored
+    parsed.forget([("a", 1)])
+    assert not parsed.folds and parsed.folded_bytes == 0
