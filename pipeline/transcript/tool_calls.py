@@ -265,13 +265,17 @@ def read_sql_early(call: ToolCall) -> None:
 
     For :class:`pipeline.transcript.normalise.Fold`, when a line brings a tool call's result:
     the attempt's end then finds the query read (sqlglot, ~1 ms a query), instead of reading
-    the queries of every attempt ending in one sink batch together. Nothing is returned or
-    kept here beyond that cache; a call that is not SQL, or whose payload does not parse, is
-    left alone.
+    the queries of every attempt ending in one sink batch together. Only the input payload is
+    parsed (the result, up to megabytes of rows, is parsed once, at the end); a result that
+    carries another query than its input is read at the end. Nothing is returned or kept here
+    beyond that cache; a call that is not SQL, or whose input does not parse, is left alone.
     """
-    row = tool_call_row("", 0, "", call)
-    if row.kind == "sql":
-        sql_query_row(row)
+    given, _ = parse_payload(call, "input")
+    if given is None:
+        return
+    sql = _first_text(SQL_QUERY, given) or _first_text(OLD_QUERY, given)
+    if sql is not None and tools.classify(call) == "sql":
+        touched(sql)
 
 
 def _object_schema(rows: list[Any] | None, got: dict[str, Any]) -> list[Any] | None:
