@@ -39,7 +39,7 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -50,7 +50,7 @@ from sqlalchemy import exc as sa_exc
 from models.archive import storable_text
 from models.records import LineEnvelope
 from pipeline.archive import chain
-from pipeline.archive.parsed import KnownLine, LineKey, known_line
+from pipeline.archive.parsed import JobAttempt, KnownLine, LineKey, known_line
 from pipeline.archive.redaction import Redactor
 
 logger = logging.getLogger(__name__)
@@ -114,10 +114,14 @@ class WrittenLines:
         stored: The batch's lines whose row this call inserted, by key, each as its row stores
             it (:func:`stored_line`). A key the batch holds more than once is left out: which
             of its lines went in is not tracked (its attempt is then read back to normalise).
+        heads: Chain heads true once the transaction commits (read from the archive, or a
+            line this call inserted with its hash), for :class:`~pipeline.archive.chain.KnownHeads`;
+            attempts :func:`~pipeline.archive.chain.link_pending` extended are left out.
     """
 
     inserted: int
     stored: dict[LineKey, KnownLine]
+    heads: dict[JobAttempt, tuple[int, bytes]] = field(default_factory=dict)
 
 
 def write_lines(
@@ -125,6 +129,7 @@ def write_lines(
     lines: Sequence[LineEnvelope],
     *,
     redactor: Redactor | None = None,
+    known_heads: chain.KnownHeads | None = None,
 ) -> WrittenLines:
     """Stores lines in ``stream_lines``; a (job, attempt, line_no) already there is skipped.
 
@@ -132,6 +137,7 @@ def write_lines(
         conn: A connection inside the batch's transaction (the jobs' advisory locks held).
         lines: Decoded line records, any order, duplicates allowed.
         redactor: Redaction rules applied to ``raw`` before storage (None or empty: none).
+        known_heads: Chain heads the writer knows; only the other attempts' heads are read.
 
     Returns:
         How many rows were new, and which lines they were, as stored.
@@ -146,7 +152,10 @@ def write_lines(
     keys = [(line.job_id, line.attempt, line.line_no) for line in lines]
     digests = [chain.raw_sha256(line.raw) for line in lines]
     by_key = dict(zip(keys, digests, strict=True))  # the last line of a key, as extend's
-    hashes = chain.extend(lines, chain.read_heads(conn, pairs), by_key)
+    heads = known_heads.of(pairs) if known_heads is not None else {}
+    heads |= chain.read_heads(conn, pairs - heads.keys())
+    read = dict(heads)
+    hashes = chain.extend(lines, heads, by_key)  # heads now the batch's new ones
     forms: list[KnownLine] = []  # each line's stored form, built once (redaction stamps a time)
 
     def rows() -> Iterator[Row]:
@@ -162,8 +171,14 @@ def write_lines(
         new = _insert(conn)
     else:
         new = keys  # every row went in (or the COPY would have been refused)
-    chain.link_pending(conn, pairs)
-    return WrittenLines(len(new), _inserted_once(keys, forms, new))
+    relinked = chain.link_pending(conn, pairs)
+    inserted = set(new)
+    stored_heads = {
+        pair: head
+        for pair, head in heads.items()
+        if pair not in relinked and (head == read.get(pair) or (*pair, head[0]) in inserted)
+    }
+    return WrittenLines(len(new), _inserted_once(keys, forms, new), stored_heads)
 
 
 def _inserted_once(

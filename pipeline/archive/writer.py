@@ -55,6 +55,7 @@ from pipeline.archive import derived as archive_derived
 from pipeline.archive import jobs as archive_jobs
 from pipeline.archive import lines as archive_lines
 from pipeline.archive import partitions as archive_partitions
+from pipeline.archive.chain import KnownHeads
 from pipeline.archive.engine import create_engine, translate_errors
 from pipeline.archive.parsed import LineKey, ParsedLines
 from pipeline.archive.redaction import Redactor
@@ -151,6 +152,7 @@ class ArchiveWriter:
         self._engine = engine
         self._redactor = redactor
         self._parsed = ParsedLines()
+        self._heads = KnownHeads()
         self._owns_engine = owns_engine
         self.batches = 0
         self.lines_inserted = 0
@@ -205,7 +207,9 @@ class ArchiveWriter:
         try:
             with collector_paused(), translate_errors("write_batch"), self._engine.begin() as conn:
                 events_inserted, jobs_updated = self._write_events(conn, lines, events)
-                written = archive_lines.write_lines(conn, lines, redactor=self._redactor)
+                written = archive_lines.write_lines(
+                    conn, lines, redactor=self._redactor, known_heads=self._heads
+                )
                 claimed = self._parsed.add(lines, written.stored)
                 touched = _touched(lines, events)
                 self._parsed.fold(touched)
@@ -216,6 +220,8 @@ class ArchiveWriter:
             self._parsed.drop(claimed)  # rolled back: those rows were never stored
             raise
         self._parsed.forget(normalised)
+        self._heads.learn(written.heads)  # committed
+        self._heads.forget(normalised)
         outcome = BatchOutcome(
             lines=len(lines),
             events=len(events),

@@ -11,11 +11,14 @@ import sqlalchemy as sa
 
 from models import wire
 from models.records import JobEvent, LineEnvelope
+from pipeline.archive import chain
+from pipeline.archive import derived as archive_derived
 from pipeline.archive.chain import verify
 from pipeline.archive.engine import create_engine, upgrade
 from pipeline.archive.redaction import Redactor
 from pipeline.archive.retention import RetentionPolicy, apply_policy
 from pipeline.archive.writer import ArchiveWriter
+from pipeline.errors import ArchiveUnavailableError
 from pipeline.settings import Settings
 from tests.integration.archive.archive_records import T0, envelopes, opening_events, raw
 
@@ -124,3 +127,64 @@ def test_retention_redact_rewrites_old_content_and_verify_still_passes(
     assert question == "Mail [REDACTED:email] the count"
     assert answer == "Sent to [REDACTED:email]: 42."
     assert _verify(engine, settings, "j-old").ok
+
+
+LONG = [raw(id="f1", role="assistant", content=f"part {n} ", isDelta=True) for n in range(6)]
+
+
+def test_a_writer_that_knows_a_head_reads_no_head_and_the_chain_verifies(
+    engine: sa.Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probed: list[set[tuple[str, int]]] = []
+    real = chain.read_heads
+
+    def spy(conn: sa.Connection, pairs: Any) -> Any:
+        probed.append(set(pairs))
+        return real(conn, pairs)
+
+    monkeypatch.setattr(chain, "read_heads", spy)
+    writer = ArchiveWriter(engine)
+    lines = envelopes("j-known", LONG)
+    writer.write_batch(lines[:2], opening_events("j-known"))
+    writer.write_batch(lines[2:4], [])
+    writer.write_batch(lines[4:], [])
+    assert probed == [{("j-known", 1)}, set(), set()]
+    report = _verify(engine, settings, "j-known")
+    assert report.ok and report.lines == 6 and report.unchained == 0
+
+
+def test_two_sinks_taking_turns_on_one_attempt_still_chain_every_line(
+    engine: sa.Engine, settings: Settings
+) -> None:
+    """Sink A's known head falls behind what sink B chained; A's next lines wait, then link."""
+    first, second = ArchiveWriter(engine), ArchiveWriter(engine)
+    lines = envelopes("j-turns", LONG)
+    first.write_batch(lines[:2], opening_events("j-turns"))
+    second.write_batch(lines[2:4], [])
+    first.write_batch(lines[4:5], [])  # A knows head 2; line 5 follows B's head 4
+    first.write_batch(lines[5:], [])
+    report = _verify(engine, settings, "j-turns")
+    assert report.ok and report.lines == 6 and report.unchained == 0
+
+
+def test_a_rolled_back_batch_teaches_no_head(
+    engine: sa.Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = ArchiveWriter(engine)
+    lines = envelopes("j-undo", LONG)
+    writer.write_batch(lines[:2], opening_events("j-undo"))
+    real = archive_derived.normalise_ready
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise ArchiveUnavailableError("connection lost mid-batch")
+
+    monkeypatch.setattr(archive_derived, "normalise_ready", failing)
+    with pytest.raises(ArchiveUnavailableError):
+        writer.write_batch(lines[2:4], [])  # rolled back: lines 3-4 were never stored
+    monkeypatch.setattr(archive_derived, "normalise_ready", real)
+    writer.write_batch(lines[4:], [])  # 5-6 must wait for 3-4, not chain after a head of 4
+    early = _verify(engine, settings, "j-undo")
+    assert early.unchained == 2
+    writer.write_batch(lines[2:4], [])
+    report = _verify(engine, settings, "j-undo")
+    assert report.ok and report.lines == 6 and report.unchained == 0
