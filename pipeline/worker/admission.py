@@ -9,7 +9,8 @@ A job waits in :meth:`Admission.acquire` (before its ``started`` event) until al
    (:func:`target_key`: the chat URL's host and path) than its :class:`~.limits.AimdLimit`
    allows plus a spare half (as many in slow start); the limit grows with every call the agent
    accepts (2xx) and shrinks on 429s (never below the calls it is serving) and on rising
-   first-line latency, so a run finds the agent's limit by itself (each worker its share);
+   first-line latency measured while the worker runs on time, so a run finds the agent's limit
+   by itself (each worker its share);
 3. **the group's leases** — when the job carries ``limits`` (key: its run) or
    ``target_limits`` (key: its target): a stream lease below ``max_concurrency`` and a
    one-minute lease below ``requests_per_minute``, each counted across every worker of the
@@ -125,8 +126,16 @@ class Ticket:
             self._limit.on_accepted()
 
     def first_line(self, latency_s: float) -> None:
-        """The call's first line came: the limit shrinks when the latency rose."""
+        """The call's first line came: the limit shrinks when the latency rose.
+
+        Not while the worker itself runs late or hot (:meth:`Admission.runs_on_time`): the
+        latency then measures this process, not the agent (issue 13: at 1,000 paced streams
+        the worker's own backlog raised it, the limit fell from 910 to 750, and the last jobs
+        waited for streams to end; the headroom already holds new jobs back meanwhile).
+        """
         self._retrying = False
+        if not self._admission.runs_on_time():
+            return
         if self._limit.on_first_line(self._epoch, latency_s):
             self._admission.limit_changed(self._target, self._limit, "latency")
         metrics.TARGET_LIMIT.labels(target=self._target).set(self._limit.limit)
@@ -206,6 +215,14 @@ class Admission:
         if self.in_flight < MIN_IN_FLIGHT:
             return True
         return self.in_flight < self._ceiling and self._headroom.ok
+
+    def runs_on_time(self) -> bool:
+        """True while this process's loop lag and CPU are within limits (:attr:`.Headroom.calm`).
+
+        In the latest sample as in the smoothed figures. A first-line latency measured
+        meanwhile is the agent's, not this process's backlog.
+        """
+        return self._headroom.calm
 
     def limit_of(self, chat_url: str) -> AimdLimit:
         """Returns: the adaptive limit of ``chat_url``'s target (created on first use)."""
@@ -293,12 +310,18 @@ class Admission:
     def limit_changed(self, target: str, limit: AimdLimit, why: str) -> None:
         """Logs and exports a decrease of ``target``'s limit."""
         metrics.TARGET_LIMIT.labels(target=target).set(limit.limit)
+        h = self._headroom
         logger.info(
-            "target limit decreased target=%s limit=%.1f in_flight=%s why=%s",
+            "target limit decreased target=%s limit=%.1f in_flight=%s why=%s"
+            " loop_lag_s=%.3f/%.3f cpu=%.2f/%.2f",
             target,
             limit.limit,
             limit.in_flight,
             why,
+            h.last_lag_s,
+            h.lag_s,
+            h.last_cpu,
+            h.cpu,
         )
 
     async def _prepare(self, limit: AimdLimit) -> None:

@@ -333,13 +333,14 @@ class JobRunner:
         # The record is the raw bytes with the envelope's headers (models.records.LineHeaders):
         # no envelope per line; its fields are our counters and the client's line.
         headers = run.headers.of(line.line_no, line.received_at, line.terminated, run.state.chat_id)
+        if run.state.lines == 0:  # the agent's latency: when the line came, not when Kafka took
+            metrics.FIRST_LINE_S.observe(time.monotonic() - run.started)  # it (a busy
+            run.control.first_line()  # producer held it seconds at 1,000 streams: issue 13)
         try:
             await output.send_line(line.raw, headers)
             run.state.lines += 1
             metrics.LINES.inc()
             if run.state.lines == 1:
-                metrics.FIRST_LINE_S.observe(time.monotonic() - run.started)
-                run.control.first_line()
                 await output.send_event(self._event(run, "first_line", line_count=1))
         except TransientError as exc:
             raise _OutputFailedError(exc) from exc

@@ -190,6 +190,7 @@ class Headroom:
 
     Attributes:
         lag_s, cpu: The smoothed figures.
+        last_lag_s, last_cpu: The latest sample's.
     """
 
     max_lag_s: float = 0.1
@@ -197,6 +198,8 @@ class Headroom:
     smoothing: float = 0.3
     lag_s: float = field(default=0.0, init=False)
     cpu: float = field(default=0.0, init=False)
+    last_lag_s: float = field(default=0.0, init=False)
+    last_cpu: float = field(default=0.0, init=False)
 
     def sample(self, *, lag_s: float, cpu_s: float, wall_s: float) -> None:
         """Adds one sample of timer lag and CPU share.
@@ -205,10 +208,20 @@ class Headroom:
         seconds.
         """
         share = cpu_s / wall_s if wall_s > 0 else 0.0
-        self.lag_s += self.smoothing * (max(lag_s, 0.0) - self.lag_s)
+        self.last_lag_s, self.last_cpu = max(lag_s, 0.0), share
+        self.lag_s += self.smoothing * (self.last_lag_s - self.lag_s)
         self.cpu += self.smoothing * (share - self.cpu)
 
     @property
     def ok(self) -> bool:
         """True while both smoothed figures are under their limits."""
         return self.lag_s < self.max_lag_s and self.cpu < self.max_cpu
+
+    @property
+    def calm(self) -> bool:
+        """True while the latest sample, too, is under both limits.
+
+        Stricter than :attr:`ok`, which smooths a sudden load away for a few samples: a
+        first-line latency measured while this is False may be this process's own delay.
+        """
+        return self.ok and self.last_lag_s < self.max_lag_s and self.last_cpu < self.max_cpu

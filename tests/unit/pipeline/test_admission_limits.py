@@ -296,3 +296,29 @@ async def test_jobs_with_limits_wait_out_an_unreachable_database(
     assert len(warnings) == 2  # one when the outage starts, one when it ends
     ticket.release()
     await admission.stop()
+
+
+async def test_a_first_line_late_because_the_worker_runs_late_does_not_shrink_the_limit() -> None:
+    admission = Admission(Settings(target_initial_concurrency=8))
+    limit = admission.limit_of(URL)
+    ticket = await admission.acquire(_job())
+    await ticket.admitted()
+    ticket.first_line(0.1)  # the baseline
+    admission._headroom.sample(lag_s=1.0, cpu_s=1.0, wall_s=1.0)  # this process is behind
+    assert not admission.runs_on_time()
+    for _ in range(20):
+        ticket.first_line(5.0)
+    assert (limit.limit, limit.decreases) == (8.0, 0)
+    for _ in range(20):  # smoothed back under the limits, but the latest sample is hot
+        admission._headroom.sample(lag_s=0.0, cpu_s=0.1, wall_s=1.0)
+    admission._headroom.sample(lag_s=0.0, cpu_s=0.99, wall_s=1.0)
+    assert admission._headroom.ok and not admission.runs_on_time()
+    ticket.first_line(5.0)
+    assert limit.decreases == 0
+    admission._headroom.sample(lag_s=0.0, cpu_s=0.1, wall_s=1.0)  # on time: the agent's
+    assert admission.runs_on_time()
+    for _ in range(20):
+        ticket.first_line(5.0)
+    assert limit.decreases >= 1 and limit.limit < 8.0
+    ticket.release()
+    await admission.stop()

@@ -191,3 +191,17 @@ async def test_first_line_latency_excludes_the_wait_for_a_stream_slot() -> None:
     terminal = await _runner([]).run(_job(), Output(), control=JobControl(observer=observer))
     assert terminal.kind == "completed"
     assert observer.latencies and observer.latencies[0] < 0.2
+
+
+class SlowKafkaOutput(Output):
+    async def send_line(self, raw: bytes, headers: Headers) -> None:
+        await asyncio.sleep(0.3)  # a busy producer holding the line is not the agent's latency
+        await super().send_line(raw, headers)
+
+
+async def test_first_line_latency_excludes_the_wait_for_kafka_to_take_the_line() -> None:
+    observer = Observer()
+    output = SlowKafkaOutput()
+    terminal = await _runner([]).run(_job(), output, control=JobControl(observer=observer))
+    assert terminal.kind == "completed" and len(output.lines) == 2
+    assert observer.latencies and observer.latencies[0] < 0.2
