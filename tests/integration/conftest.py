@@ -4,11 +4,42 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 import sqlalchemy as sa
+from psycopg import sql
 
-from pipeline.archive.engine import create_engine
+from pipeline.archive.engine import create_engine, upgrade
 from pipeline.settings import Settings
+
+
+@pytest.fixture
+def settings(database_url: str, pg_schema: str) -> Settings:
+    """The test's settings: the shared PostgreSQL, a schema of its own (modules may override)."""
+    return Settings(database_url=database_url, database_schema=pg_schema)
+
+
+@pytest.fixture
+def bare_settings(settings: Settings, pg_conninfo: str) -> Iterator[Settings]:
+    """``settings`` on a second schema of its own that exists and is never migrated."""
+    bare = f"{settings.database_schema}_bare"
+    with psycopg.connect(pg_conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(bare)))
+    try:
+        yield settings.model_copy(update={"database_schema": bare})
+    finally:
+        with psycopg.connect(pg_conninfo, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(bare)))
+
+
+@pytest.fixture
+def archive_schema(settings: Settings) -> None:
+    """Migrates the test's schema to the latest revision, as ``chatscribe db upgrade`` does.
+
+    For modules that only need a migrated archive: ``pytest.mark.usefixtures("archive_schema")``
+    with :func:`engine` (the engine connects lazily, after this ran).
+    """
+    upgrade(settings)
 
 
 @pytest.fixture

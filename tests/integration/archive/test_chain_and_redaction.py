@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,7 +13,6 @@ from models.records import JobEvent, LineEnvelope
 from pipeline.archive import chain
 from pipeline.archive import derived as archive_derived
 from pipeline.archive.chain import verify
-from pipeline.archive.engine import create_engine, upgrade
 from pipeline.archive.redaction import Redactor
 from pipeline.archive.retention import RetentionPolicy, apply_policy
 from pipeline.archive.writer import ArchiveWriter
@@ -22,20 +20,11 @@ from pipeline.errors import ArchiveUnavailableError
 from pipeline.settings import Settings
 from tests.integration.archive.archive_records import T0, envelopes, opening_events, raw
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
-
-
-@pytest.fixture
-def settings(database_url: str, pg_schema: str) -> Settings:
-    return Settings(database_url=database_url, database_schema=pg_schema)
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[sa.Engine]:
-    upgrade(settings)
-    engine = create_engine(settings)
-    yield engine
-    engine.dispose()
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(120),
+    pytest.mark.usefixtures("archive_schema"),
+]
 
 
 TRANSCRIPT = [

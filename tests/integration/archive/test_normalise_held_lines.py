@@ -8,7 +8,7 @@ line redacted on the way in or by retention afterwards, a batch rolled back.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,30 +18,19 @@ import sqlalchemy as sa
 from models import wire
 from models.records import JobEvent
 from pipeline.archive import derived
-from pipeline.archive.engine import create_engine, upgrade
 from pipeline.archive.parsed import ParsedLines
 from pipeline.archive.redaction import Redactor
 from pipeline.archive.retention import RetentionPolicy, apply_policy
 from pipeline.archive.writer import ArchiveWriter
-from pipeline.settings import Settings
 from tests.integration.archive.archive_records import T0, envelopes, opening_events, raw
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(120),
+    pytest.mark.usefixtures("archive_schema"),
+]
 
 Targets = Sequence[tuple[str, int, int]]
-
-
-@pytest.fixture
-def settings(database_url: str, pg_schema: str) -> Settings:
-    return Settings(database_url=database_url, database_schema=pg_schema)
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[sa.Engine]:
-    upgrade(settings)
-    engine = create_engine(settings)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ columns, the derived rows and the views must be there, and ``chain.verify`` must
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,12 +20,16 @@ from alembic.config import Config
 
 from models.records import ChatJob, JobEvent, LineEnvelope
 from pipeline.archive import chain
-from pipeline.archive.engine import MIGRATIONS_DIR, create_engine, upgrade
+from pipeline.archive.engine import MIGRATIONS_DIR
 from pipeline.archive.redaction import Redactor
 from pipeline.archive.writer import ArchiveWriter
 from pipeline.settings import Settings
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(120),
+    pytest.mark.usefixtures("archive_schema"),
+]
 
 MONTHS = (datetime(2026, 9, 14, tzinfo=UTC), datetime(2026, 10, 3, tzinfo=UTC))
 URL = "http://127.0.0.1:8400/api/v1/public/local/demo/agents/1/chat/stream-chat-state"
@@ -39,19 +42,6 @@ SELECT job_id, attempt, line_no, received_at, sha256(raw) AS raw_digest, raw_sha
 FROM stream_lines ORDER BY job_id, attempt, line_no
 """
 DERIVED = ("jobs", "job_events", "messages", "tool_calls", "sql_queries", "answers")
-
-
-@pytest.fixture
-def settings(database_url: str, pg_schema: str) -> Settings:
-    return Settings(database_url=database_url, database_schema=pg_schema)
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[sa.Engine]:
-    upgrade(settings)
-    engine = create_engine(settings)
-    yield engine
-    engine.dispose()
 
 
 def _alembic(settings: Settings, action: str, revision: str) -> None:

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from models.records import LineEnvelope
 from pipeline.archive import audit, derived, partitions, replay, runs
-from pipeline.archive.engine import create_engine, upgrade
+from pipeline.archive.engine import upgrade
 from pipeline.archive.redaction import Redactor
 from pipeline.archive.retention import apply_policy, load_policy
 from pipeline.archive.writer import ArchiveWriter
@@ -28,23 +28,14 @@ from pipeline.settings import Settings
 from tests.integration.archive.archive_stack import run_cli
 from tests.stack_support import stack_env
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(180),
+    pytest.mark.usefixtures("archive_schema"),
+]
 
 JOB_AT = datetime(2026, 10, 30, 23, 59, tzinfo=UTC)
 RECEIVED = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def settings(database_url: str, pg_schema: str) -> Settings:
-    return Settings(database_url=database_url, database_schema=pg_schema)
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[sa.Engine]:
-    upgrade(settings)
-    engine = create_engine(settings)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture
@@ -142,15 +133,15 @@ def test_the_writer_creates_this_and_next_month_before_its_first_batch(
 
 
 def test_db_partitions_ensure_command_creates_this_and_next_months(
-    settings: Settings, pg_schema: str
+    bare_settings: Settings,
 ) -> None:
-    unmigrated = run_cli(stack_env(settings), "db", "partitions", "ensure")
+    unmigrated = run_cli(stack_env(bare_settings), "db", "partitions", "ensure")
     assert unmigrated.returncode == 2
     assert b"db upgrade" in unmigrated.stderr.replace(b"\n", b"")
-    upgrade(settings)
-    done = run_cli(stack_env(settings), "db", "partitions", "ensure", "--ahead", "4")
+    upgrade(bare_settings)
+    done = run_cli(stack_env(bare_settings), "db", "partitions", "ensure", "--ahead", "4")
     assert done.returncode == 0, done.stderr.decode()
-    listed = run_cli(stack_env(settings), "db", "partitions", "list")
+    listed = run_cli(stack_env(bare_settings), "db", "partitions", "list")
     assert listed.returncode == 0, listed.stderr.decode()
     names = [line.split()[0] for line in listed.stdout.decode().splitlines()]
     month = partitions.month_start(datetime.now(UTC))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,30 +16,21 @@ from pydantic import SecretStr
 from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
 from pipeline.archive import tables as archive
-from pipeline.archive.engine import create_engine, upgrade
+from pipeline.archive.engine import upgrade
 from pipeline.archive.lines import JSONB_REFUSED, NUL_REFUSED
 from pipeline.archive.writer import ArchiveWriter
 from pipeline.errors import ArchiveSchemaError, ArchiveUnavailableError
 from pipeline.settings import Settings
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(60),
+    pytest.mark.usefixtures("archive_schema"),
+]
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 URL = "http://127.0.0.1:8400/api/v1/public/local/demo/agents/1/chat/stream-chat-state"
 BIG_LINE_BYTES = 10 * 1024 * 1024
-
-
-@pytest.fixture
-def settings(database_url: str, pg_schema: str) -> Settings:
-    return Settings(database_url=database_url, database_schema=pg_schema)
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[sa.Engine]:
-    upgrade(settings)
-    engine = create_engine(settings)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture
@@ -308,9 +298,11 @@ def test_two_writers_racing_on_one_job_still_normalise_it(
     assert [r.job_id for r in rows] == sorted(jobs)
 
 
-def test_database_errors_are_translated_by_retryability(settings: Settings) -> None:
+def test_database_errors_are_translated_by_retryability(
+    settings: Settings, bare_settings: Settings
+) -> None:
     lines = _lines("j-errors", TRANSCRIPT)
-    missing_tables = ArchiveWriter.from_settings(settings)  # schema exists, never upgraded
+    missing_tables = ArchiveWriter.from_settings(bare_settings)  # schema exists, never upgraded
     with pytest.raises(ArchiveSchemaError, match="stream_lines"):
         missing_tables.write_batch(lines, [])
     missing_tables.close()

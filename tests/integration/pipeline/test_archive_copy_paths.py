@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,11 +15,11 @@ import pytest
 import sqlalchemy as sa
 
 from models.records import LineEnvelope
-from pipeline.archive.engine import create_engine, upgrade
 from pipeline.archive.writer import ArchiveWriter
 from pipeline.settings import Settings
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("archive_schema")]
 RAWS = [
     json.dumps({"id": "__cutoff__", "state": {"chatId": "c-1"}}).encode(),
     json.dumps({"id": "m1", "content": "caf\u00e9 \U0001f600", "toolCall": {"name": "x"}}).encode(),
@@ -33,19 +32,6 @@ COLUMNS = (
     "line_no, raw, terminated, chat_id, parse_error, raw_sha256, message_id, payload,"
     " chain_hash IS NOT NULL AS chained"
 )
-
-
-@pytest.fixture
-def settings(database_url: str, pg_schema: str) -> Settings:
-    return Settings(database_url=database_url, database_schema=pg_schema)
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[sa.Engine]:
-    upgrade(settings)
-    engine = create_engine(settings)
-    yield engine
-    engine.dispose()
 
 
 def _lines(job_id: str) -> list[LineEnvelope]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,30 +17,16 @@ import sqlalchemy as sa
 
 from models.records import JobEvent, LineEnvelope
 from pipeline.archive import derived as archive_derived
-from pipeline.archive.engine import create_engine, upgrade
 from pipeline.archive.writer import ArchiveWriter
 from pipeline.settings import Settings
 from pipeline.transcript import normalise as transcript_module
 from pipeline.transcript.normalise import Fold, Transcript
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("archive_schema")]
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TOOLS = ["svc_data_analyst_agent", "tools"]
 RESULT = {"cubes": [{"name": "flights_view", "note": "ünïcode \u2603", "n": 1.5}], "ok": True}
-
-
-@pytest.fixture
-def settings(database_url: str, pg_schema: str) -> Settings:
-    return Settings(database_url=database_url, database_schema=pg_schema)
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[sa.Engine]:
-    upgrade(settings)
-    engine = create_engine(settings)
-    yield engine
-    engine.dispose()
 
 
 def _raw(**fields: Any) -> bytes:
