@@ -38,6 +38,7 @@ from models.records import ChatJob, Headers
 from pipeline.chat.client import ChatClient
 from pipeline.kafka.clients import LINES_LINGER_MS, JobOutput, create_producer, ensure_topics
 from pipeline.settings import Settings
+from pipeline.worker.job_control import JobControl
 from pipeline.worker.job_runner import JobRunner
 
 RSS_SAMPLE_S: Final = 0.02
@@ -105,7 +106,8 @@ async def drive_worker(
     Args:
         settings: Kafka settings of the producer.
         jobs: The jobs to run.
-        concurrency: Jobs run at once.
+        concurrency: Streams open at once (a job's slot is free once its stream closed,
+            while its records are still being acknowledged, as in the worker).
         latencies: Filled with the per-line delays, in seconds.
         streams_per_client: Concurrent jobs sharing one :class:`ChatClient` (and runner);
             0: one client for all, as ``pipeline.worker.app`` does.
@@ -124,28 +126,65 @@ async def drive_worker(
     client_settings = settings.model_copy(update={"worker_concurrency": per_client})
     clients = [ChatClient(client_settings) for _ in range(0, loops, per_client)]
     runners = [JobRunner(c, job_deadline_s=120.0, worker_id="bench-drive") for c in clients]
-    queue = list(reversed(jobs))
+    free: asyncio.Queue[int] = asyncio.Queue()  # stream slots; slot n uses runner n // per_client
+    for number in range(loops):
+        free.put_nowait(number)
     done = {"lines": 0, "completed": 0}
 
-    async def loop(runner: JobRunner) -> None:
-        while queue:
-            job = queue.pop()
-            output = TimedOutput(producer, settings, job.job_id, lines_producer=lines_producer)
-            output.latencies_s = latencies
-            event = await runner.run(job, output)
-            done["lines"] += event.line_count or 0
-            done["completed"] += event.kind == "completed"
+    async def one(job: ChatJob, slot: _Slot) -> None:
+        output = TimedOutput(producer, settings, job.job_id, lines_producer=lines_producer)
+        output.latencies_s = latencies
+        try:
+            event = await runners[slot.number // per_client].run(
+                job, output, control=JobControl(observer=slot)
+            )
+        finally:
+            slot.stream_ended()  # a run that failed before its stream closed frees it here
+        done["lines"] += event.line_count or 0
+        done["completed"] += event.kind == "completed"
 
     try:
         async with asyncio.TaskGroup() as group:
-            for number in range(loops):
-                group.create_task(loop(runners[number // per_client]))
+            for job in jobs:  # the next job takes a slot once a stream closes, as in the worker
+                group.create_task(one(job, _Slot(await free.get(), free)))
     finally:
         for chat_client in clients:
             await chat_client.aclose()
         await lines_producer.stop()
         await producer.stop()
     return done
+
+
+class _Slot:
+    """A stream slot, given back when the job's stream closes (``Throttling.stream_ended``).
+
+    As :class:`pipeline.worker.admission.Ticket` does in the worker: the next job calls while
+    the previous one's last records and terminal event are still being acknowledged by Kafka.
+    """
+
+    def __init__(self, number: int, free: asyncio.Queue[int]) -> None:
+        self.number = number
+        self._free = free
+        self._held = True
+
+    def stream_ended(self) -> None:
+        if self._held:
+            self._free.put_nowait(self.number)
+            self._held = False
+
+    def throttled(self, retry_after_s: float | None) -> None:
+        return None
+
+    def accepted(self) -> None:
+        return None
+
+    def first_line(self, latency_s: float) -> None:
+        return None
+
+    async def admitted(self) -> None:
+        if not self._held:  # another call of the same job (after a 429): a slot again
+            self.number = await self._free.get()
+            self._held = True
 
 
 async def _run_mode(

@@ -24,11 +24,12 @@ _LONG_RUN: Final = b"0" * 19
 
 
 def exact_for_orjson(text: str | bytes) -> bool:
-    """Returns: False when ``text`` has a run of 19 digits (an integer orjson may round).
+    r"""Returns: False when ``text`` has a run of 19 digits (an integer orjson may round).
 
     Digits become ``0`` and everything else a space (``bytes.translate``), then the run is
-    searched for as a substring: ~20x faster than the regular expression ``[0-9]{19}``, which
-    tries every position of every long number (bench ``sink``: 100 µs a 64 KiB result).
+    searched for as a substring: on an 80 KiB SQL result of numbers, 53 µs against 700 µs for
+    the regular expression ``[0-9]{19}`` (which tries every position of every long number) and
+    1.7 ms for ``\d{19}``; orjson itself parses it in 116 µs.
     """
     data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     return _LONG_RUN not in data.translate(_DIGITS_AS_ZERO)

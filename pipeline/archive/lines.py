@@ -29,8 +29,9 @@ one sha256 per line and two index probes per batch). With redaction rules config
 :func:`write_lines` also says which lines its statement inserted, each in the form its row
 stores (:class:`WrittenLines`, :func:`stored_line`): every line on the direct ``COPY`` path,
 the keys the staging path's ``INSERT ... RETURNING`` gives, never a key the batch holds twice.
-The writer keeps them to normalise their attempts without reading them back
-(:mod:`pipeline.archive.derived`, "Lines held").
+The writer folds them into their attempts' transcripts, to normalise them without reading them
+back (:mod:`pipeline.archive.derived`, "Attempts folded"). It also remembers the chain heads
+those lines end (:attr:`WrittenLines.heads`, :class:`~pipeline.archive.chain.KnownHeads`).
 """
 
 from __future__ import annotations
