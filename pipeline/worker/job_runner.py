@@ -333,9 +333,11 @@ class JobRunner:
         # The record is the raw bytes with the envelope's headers (models.records.LineHeaders):
         # no envelope per line; its fields are our counters and the client's line.
         headers = run.headers.of(line.line_no, line.received_at, line.terminated, run.state.chat_id)
-        if run.state.lines == 0:  # the agent's latency: when the line came, not when Kafka took
-            metrics.FIRST_LINE_S.observe(time.monotonic() - run.started)  # it (a busy
-            run.control.first_line()  # producer held it seconds at 1,000 streams: issue 13)
+        if run.state.lines == 0:
+            # The agent's latency: when the line came, not when Kafka took it (a busy producer
+            # held first lines for seconds at 1,000 streams, read as the agent slowing: issue 13).
+            metrics.FIRST_LINE_S.observe(time.monotonic() - run.started)
+            run.control.first_line()
         try:
             await output.send_line(line.raw, headers)
             run.state.lines += 1
