@@ -18,6 +18,7 @@ of the PostgreSQL in ``CHATSCRIBE_DATABASE_URL`` (normalisation included), which
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import json
 import sys
@@ -65,12 +66,23 @@ wire = importlib.import_module("models.wire")
 
 
 class _Producer:
-    """Keeps what ``JobOutput`` sends, acknowledged at once."""
+    """Keeps what ``JobOutput`` sends, acknowledged at once; every topic has one partition."""
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        return {0}
 
     def __init__(self) -> None:
         self.records: list[tuple[str, bytes | None, bytes, list[tuple[str, bytes]]]] = []
 
-    async def send(self, topic: str, value: bytes, *, key: bytes | None, headers: Any) -> Any:
+    async def send(
+        self,
+        topic: str,
+        value: bytes,
+        *,
+        key: bytes | None,
+        headers: Any,
+        partition: int | None = None,
+    ) -> Any:
         self.records.append((topic, key, value, list(headers)))
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         future.set_result(None)
@@ -163,9 +175,9 @@ def main() -> None:
     try:
         for lines in (BASE_LINES, BASE_LINES + 1):
             job_id = f"hops-{lines}"
-            worker_hops, worker_mods = _hops(lambda n=lines, j=job_id: _worker_keep(n, j))
+            worker_hops, worker_mods = _hops(functools.partial(_worker_keep, lines, job_id))
             records = _kept.pop()
-            sink_hops, sink_mods = _hops(lambda r=records: _sink(r, settings))
+            sink_hops, sink_mods = _hops(functools.partial(_sink, records, settings))
             figures[lines] = (worker_hops, worker_mods, sink_hops, sink_mods)
     finally:
         engine = sa.create_engine(settings.database_url.get_secret_value())
