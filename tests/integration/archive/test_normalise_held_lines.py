@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from bench.transcripts import load_transcripts
 from models import wire
 from models.records import JobEvent
 from pipeline.archive import derived
@@ -23,6 +24,7 @@ from pipeline.archive.redaction import Redactor
 from pipeline.archive.retention import RetentionPolicy, apply_policy
 from pipeline.archive.writer import ArchiveWriter
 from tests.integration.archive.archive_records import T0, envelopes, opening_events, raw
+from tests.integration.archive.archive_stack import HOSTED_DIR
 
 pytestmark = [
     pytest.mark.integration,
@@ -254,3 +256,46 @@ def test_lines_of_a_rolled_back_batch_are_not_held(
     assert outcome.normalised == (("j-rolled", 1),)
     assert read_back == [("j-rolled", 1)]
     assert _answer(engine, "j-rolled").content == "Committed (42)."
+
+
+DERIVED = {
+    "messages": "SELECT job_id, message_id, role, content, thinking, is_final, first_line,"
+    " last_line, tool_name, extra::text FROM messages ORDER BY 1, 2",
+    "tool_calls": "SELECT job_id, message_id, name, kind, input::text, result::text, error,"
+    " payload_error, complete FROM tool_calls ORDER BY 1, 2",
+    "sql_queries": "SELECT job_id, message_id, sql_query, views, members, total_rows,"
+    " returned_rows, rows::text FROM sql_queries ORDER BY 1, 2",
+    "answers": "SELECT job_id, chat_id, content, source, message_id, line_no, stream_errors"
+    " FROM answers ORDER BY 1",
+}
+
+
+def _derived(engine: sa.Engine) -> dict[str, list[tuple[Any, ...]]]:
+    with engine.connect() as conn:
+        return {t: [tuple(r) for r in conn.execute(sa.text(q))] for t, q in DERIVED.items()}
+
+
+def test_recorded_transcripts_folded_in_thin_batches_equal_their_lines_read_back(
+    engine: sa.Engine, read_back: list[tuple[str, int]]
+) -> None:
+    """The folds' rows are the rows ``renormalise`` makes from the stored lines.
+
+    Every recorded transcript (tool calls, SQL, sentinels, deltas) and every hand-made hosted
+    one (error lines, unparsable lines, aborts, out-of-order ids), one or two lines per job per
+    batch, as many open streams give them.
+    """
+    raws = [list(t.lines) for t in load_transcripts()]
+    raws += [p.read_bytes().splitlines() for p in sorted(HOSTED_DIR.glob("*.ndjson"))]
+    jobs = {f"j-rec-{n}": envelopes(f"j-rec-{n}", lines) for n, lines in enumerate(raws)}
+    writer = ArchiveWriter(engine)
+    writer.write_batch([], [e for job_id in jobs for e in opening_events(job_id)])
+    longest = max(len(lines) for lines in jobs.values())
+    for start in range(0, longest, 2):
+        writer.write_batch([x for lines in jobs.values() for x in lines[start : start + 2]], [])
+    ends = [_completed(job_id, len(lines)) for job_id, lines in jobs.items()]
+    outcome = writer.write_batch([], ends)
+    assert len(outcome.normalised) == len(jobs) and read_back == []
+    folded = _derived(engine)
+    assert len(folded["sql_queries"]) > 0 and len(folded["tool_calls"]) > 0
+    assert all(writer.renormalise(job_id, 1) for job_id in jobs)
+    assert _derived(engine) == folded
