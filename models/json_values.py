@@ -45,11 +45,15 @@ def loads(text: str) -> Any:
         The decoded value.
 
     Raises:
-        json.JSONDecodeError: The text is not JSON (the standard library's error and message).
+        json.JSONDecodeError: The text is not JSON (the standard library's error and message),
+            or nests deeper than Python's recursion limit.
     """
     if exact_for_orjson(text):
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:
             pass  # NaN, a lone surrogate, or not JSON: the standard library says which
-    return json.loads(text)
+    try:
+        return json.loads(text)
+    except RecursionError:  # orjson refuses more than 1,024 levels; json.loads overflows
+        raise json.JSONDecodeError("nested deeper than the recursion limit", text, 0) from None

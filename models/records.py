@@ -197,6 +197,8 @@ def _parse_line_slowly(raw: bytes) -> tuple[StreamMessage | None, str | None]:
         value: Any = json.loads(text)
     except json.JSONDecodeError as exc:
         return None, f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    except RecursionError:
+        return None, "invalid JSON: nested deeper than the parser's recursion limit"
     return _message(value)
 
 

@@ -2,8 +2,9 @@
 
 Semantic SQL is PostgreSQL where each view (or cube) is a table and its members are columns;
 measures appear as ``MEASURE(member)`` (field notes, "Semantic data model"). Queries come from
-the agent and may be anything, so parsing never raises: a query sqlglot cannot read touches
-nothing we can name (:func:`touched` gives empty tuples) and counts as unordered.
+the agent and may be anything, so parsing never raises (not even on SQL nested deeper than
+Python's recursion limit): a query sqlglot cannot read touches nothing we can name
+(:func:`touched` gives empty tuples) and counts as unordered.
 """
 
 from __future__ import annotations
@@ -67,10 +68,15 @@ def touched(sql: str | None) -> SqlRefs:
 
 def _read(sql: str) -> SqlRefs:
     try:
-        tree = sqlglot.parse_one(sql, read=DIALECT)
-    except (SqlglotError, ValueError) as exc:
-        logger.debug("sql not parsed error=%s", exc)
+        return _refs(sqlglot.parse_one(sql, read=DIALECT))
+    except (SqlglotError, ValueError, RecursionError) as exc:
+        # RecursionError: deeply nested SQL (an agent's output may be anything) must not fail
+        # the sink's batch, which would then be retried forever.
+        logger.debug("sql not parsed error=%s", type(exc).__name__)
         return NOTHING
+
+
+def _refs(tree: exp.Expr | None) -> SqlRefs:
     if tree is None:
         return NOTHING
     ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}

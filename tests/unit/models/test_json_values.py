@@ -56,3 +56,23 @@ def test_a_line_with_nan_still_parses() -> None:
     message, error = parse_line(b'{"id": "m", "sort": NaN}')
     assert error is None and message is not None and message.sort is not None
     assert math.isnan(message.sort)
+
+
+def test_json_nested_past_the_recursion_limit_is_a_decode_error() -> None:
+    with pytest.raises(json.JSONDecodeError, match="nested deeper"):
+        json_values.loads("[" * 100_000 + "]" * 100_000)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"id": "m", "state": ' + b"[" * 5_000 + b"]" * 5_000 + b"}",
+    ],
+    ids=["bare", "in-a-message"],
+)
+def test_a_line_nested_past_the_recursion_limit_is_kept_with_its_parse_error(raw: bytes) -> None:
+    """An agent's line may be anything; parsing it must not raise in the worker or the sink."""
+    message, error = parse_line(raw)
+    assert message is None
+    assert error == "invalid JSON: nested deeper than the parser's recursion limit"

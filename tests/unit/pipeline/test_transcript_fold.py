@@ -132,3 +132,14 @@ def test_a_query_longer_than_the_cache_takes_is_read_each_time(
     monkeypatch.setattr(sqlglot, "parse_one", counted)
     assert sql_refs.touched(sql).views == ("long_view",)
     assert calls == [1]
+
+
+def test_sql_nested_past_the_recursion_limit_reads_as_touching_nothing() -> None:
+    """An agent's query may be anything; a fold (inside the sink's batch) must not raise."""
+    sql = "SELECT " + "(" * 5000 + "1" + ")" * 5000 + " FROM flights"
+    assert sql_refs.touched(sql) == sql_refs.NOTHING
+    fold = Fold("j1", 1)
+    for line in _lines(_sql_call(sql)):
+        fold.add(line)
+    (query,) = fold.transcript().sql_queries
+    assert query.sql_query == sql and query.views == ()
