@@ -25,6 +25,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import SqlLexer
 
+from models import json_values
 from models.rendering import chart_spec, markdown_html, result_table
 from pipeline.archive.conversation import Conversation, Turn
 
@@ -69,7 +70,7 @@ def pretty_json(value: Any, *, limit: int = JSON_CHARS) -> str:
     """Returns: ``value`` as indented JSON text, cut at ``limit`` characters."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = json_values.loads(value)
         except ValueError:
             return str(value[:limit])
     text: str = json.dumps(value, indent=2, ensure_ascii=False, default=str)

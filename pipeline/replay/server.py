@@ -36,7 +36,7 @@ from starlette.routing import Route
 
 from chat_api import ChatApiSettings, NotFoundError, RequestError, UnauthorizedError
 from chat_api.http import error_response, read_body
-from models import wire
+from models import json_values, wire
 from models.chat import AbortRequest, ChatRequest
 from pipeline.archive.engine import ArchiveEngine, create_engine
 from pipeline.archive.replay import StoredLine, find_conversation
@@ -146,7 +146,7 @@ async def _aborted_within(event: asyncio.Event, seconds: float) -> bool:
 def _chat_id(lines: list[StoredLine]) -> str | None:
     for line in lines[:3]:
         try:
-            value: Any = json.loads(line.raw)
+            value: Any = json_values.loads(line.raw)
         except ValueError:
             continue
         if isinstance(value, dict) and value.get("id") == wire.ID_CUTOFF:

@@ -8,11 +8,11 @@ is remembered, in case its record arrives later (the job then ends aborted befor
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import OrderedDict
 from typing import Any, Final
 
+from models import json_values
 from pipeline.worker.job_runner import JobControl
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def cancel_reason(value: bytes | None) -> str:
     if not value:
         return "cancelled"
     try:
-        parsed: Any = json.loads(value)
+        parsed: Any = json_values.loads(value)
     except ValueError:
         parsed = value.decode(errors="replace")
     if isinstance(parsed, dict):

@@ -36,3 +36,9 @@ def test_a_running_job_is_aborted_and_a_later_one_is_remembered() -> None:
     assert cancellations.take_early("j4") == "cancelled"
     assert cancellations.take_early("j4") is None
     assert repr(cancellations) == "<Cancellations running=1 early=1>"
+
+
+def test_a_cancel_value_nested_past_the_recursion_limit_is_read_as_text() -> None:
+    """Anyone who can write the topic can send anything; the worker's consumer must not fail."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    assert cancel_reason(deep).startswith("cancelled: [[[")

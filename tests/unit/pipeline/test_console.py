@@ -113,3 +113,11 @@ def test_the_console_command_refuses_a_public_address_without_a_token(
     result = CliRunner().invoke(app, ["console", "--host", "0.0.0.0", "--port", "1"])
     assert result.exit_code == 2
     assert "CHATSCRIBE_CONSOLE_TOKEN" in result.output
+
+
+def test_a_payload_nested_past_the_recursion_limit_is_shown_as_text() -> None:
+    """A reviewer can open a conversation whatever its agent sent."""
+    from pipeline.console.views import pretty_json
+
+    deep = "[" * 100_000 + "]" * 100_000
+    assert pretty_json(deep, limit=20) == deep[:20]
