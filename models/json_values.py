@@ -46,7 +46,8 @@ def loads(text: str | bytes) -> Any:
 
     Raises:
         json.JSONDecodeError: The text is not JSON (the standard library's error and message),
-            or nests deeper than Python's recursion limit.
+            nests deeper than Python's recursion limit, or holds an integer of more than
+            4,300 digits (https://docs.python.org/3/library/stdtypes.html#int-max-str-digits).
     """
     if exact_for_orjson(text):
         try:
@@ -55,5 +56,9 @@ def loads(text: str | bytes) -> Any:
             pass  # NaN, a lone surrogate, or not JSON: the standard library says which
     try:
         return json.loads(text)
+    except json.JSONDecodeError:
+        raise
     except RecursionError:  # orjson refuses more than 1,024 levels; json.loads overflows
         raise json.JSONDecodeError("nested deeper than the recursion limit", "", 0) from None
+    except ValueError as exc:  # an integer of more than 4,300 digits (int's conversion limit)
+        raise json.JSONDecodeError(str(exc), "", 0) from None

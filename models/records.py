@@ -199,6 +199,8 @@ def _parse_line_slowly(raw: bytes) -> tuple[StreamMessage | None, str | None]:
         return None, f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
     except RecursionError:
         return None, "invalid JSON: nested deeper than the parser's recursion limit"
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        return None, f"invalid JSON: {exc}"
     return _message(value)
 
 

@@ -17,6 +17,7 @@ Tree (retryability is part of the type: workers and the sink decide with ``isins
         │   ├── ChatAuthError          401
         │   ├── ChatForbiddenError     403
         │   └── ChatNotFoundError      404
+        ├── ChatLineTooLongError    a stream line past ``max_record_bytes``  (url, limit_bytes)
         ├── RecordTooLargeError     a record over ``max_record_bytes``       (topic, size_bytes)
         ├── InvalidJobError         a chat.requests record is not a job (topic, partition, offset)
         ├── InvalidRecordError      a record the sink cannot archive    (topic, partition, offset)
@@ -136,6 +137,28 @@ class StreamBrokenError(TransientError):
     def __init__(self, message: str, *, url: str, lines_read: int) -> None:
         super().__init__(f"{message} after {lines_read} lines ({url})")
         self.url = url
+        self.lines_read = lines_read
+
+
+class ChatLineTooLongError(PermanentError):
+    """The stream sent more than ``max_record_bytes`` without a newline.
+
+    Such a line could never travel as one Kafka record, and buffering it would let one stream
+    take the worker's memory; the stream is closed and the job fails with this reason.
+
+    Attributes:
+        url: The URL requested.
+        limit_bytes: The longest line taken (``max_record_bytes``).
+        lines_read: Complete lines received before it.
+    """
+
+    def __init__(self, *, url: str, limit_bytes: int, lines_read: int) -> None:
+        super().__init__(
+            f"a line grew past {limit_bytes} bytes without a newline after {lines_read} lines"
+            f" ({url})"
+        )
+        self.url = url
+        self.limit_bytes = limit_bytes
         self.lines_read = lines_read
 
 

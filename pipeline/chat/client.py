@@ -48,12 +48,13 @@ from pipeline.errors import (
     ChatConnectError,
     ChatForbiddenError,
     ChatHttpError,
+    ChatLineTooLongError,
     ChatNotFoundError,
     ChatServerError,
     ChatThrottledError,
     StreamBrokenError,
 )
-from pipeline.settings import Settings
+from pipeline.settings import MAX_RECORD_BYTES, Settings
 
 logger = logging.getLogger(__name__)
 
@@ -253,6 +254,8 @@ class ChatClient:
         transport: An httpx transport to use instead of the network (tests). By default each
             pool reads through :mod:`pipeline.chat.network` (httpcore on asyncio streams), or
             through httpx's own transport when the environment names a proxy.
+        max_line_bytes: Longest line taken (default: ``max_record_bytes``, 32 MiB: the largest
+            record a line can travel in); see :class:`~pipeline.errors.ChatLineTooLongError`.
     """
 
     def __init__(
@@ -264,6 +267,7 @@ class ChatClient:
         read_timeout_s: float | None = None,
         concurrency: int | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_line_bytes: int | None = None,
     ) -> None:
         key = api_key if api_key is not None else settings.api_key if settings else None
         if key is None:
@@ -289,6 +293,7 @@ class ChatClient:
         ]
         self._in_flight = [0] * len(self._pools)
         self._next = 0
+        self._max_line_bytes = int(_pick(max_line_bytes, settings, "max_record_bytes"))
         self.streams_opened = 0
         self.lines_read = 0
 
@@ -346,6 +351,8 @@ class ChatClient:
             ChatServerError: Other HTTP 5xx.
             ChatConnectError: No connection, or no response headers in time.
             StreamBrokenError: Read error, disconnect or read timeout after the stream started.
+            ChatLineTooLongError: More than ``max_record_bytes`` arrived without a newline (the
+                line could never be one Kafka record; the stream is closed, bounding memory).
         """
         async with self._call(url, request.to_wire(), api_key) as response:
             self.streams_opened += 1
@@ -354,7 +361,8 @@ class ChatClient:
             splitter = NdjsonSplitter()
             line_no = 0
             try:
-                async with aclosing(_lines(response, splitter)) as lines:
+                lines_of = _lines(response, splitter, max_line_bytes=self._max_line_bytes, url=url)
+                async with aclosing(lines_of) as lines:
                     async for raw_line, received_at in lines:
                         line_no += 1
                         self.lines_read += 1
@@ -466,13 +474,21 @@ async def _open(
 
 
 async def _lines(
-    response: httpx.Response, splitter: NdjsonSplitter
+    response: httpx.Response, splitter: NdjsonSplitter, *, max_line_bytes: int, url: str
 ) -> AsyncGenerator[tuple[RawLine, datetime], None]:
-    """Yields ``(line, received_at)`` for each line of the body; httpx errors pass through."""
+    """Yields ``(line, received_at)`` for each line of the body; httpx errors pass through.
+
+    Raises:
+        ChatLineTooLongError: More than ``max_line_bytes`` arrived without a newline.
+    """
     async for chunk in response.aiter_bytes():
         received_at = utc_now()
         for line in splitter.feed(chunk):
             yield line, received_at
+        if splitter.pending_bytes > max_line_bytes:
+            raise ChatLineTooLongError(
+                url=url, limit_bytes=max_line_bytes, lines_read=splitter.lines_out
+            )
     tail = splitter.finish()
     if tail is not None:
         yield tail, utc_now()
@@ -504,6 +520,7 @@ def _pick(explicit: float | None, settings: Settings | None, name: str) -> float
         "connect_timeout_s": DEFAULT_CONNECT_TIMEOUT_S,
         "read_timeout_s": DEFAULT_READ_TIMEOUT_S,
         "worker_concurrency": DEFAULT_CONCURRENCY,
+        "max_record_bytes": MAX_RECORD_BYTES,
     }
     return defaults[name]
 

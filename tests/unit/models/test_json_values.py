@@ -76,3 +76,11 @@ def test_a_line_nested_past_the_recursion_limit_is_kept_with_its_parse_error(raw
     message, error = parse_line(raw)
     assert message is None
     assert error == "invalid JSON: nested deeper than the parser's recursion limit"
+
+
+def test_an_integer_past_pythons_digit_limit_is_a_parse_error_not_an_exception() -> None:
+    raw = b'{"id": "m", "state": {"n": ' + b"9" * 5_000 + b"}}"
+    message, error = parse_line(raw)
+    assert message is None and error is not None and "4300" in error
+    with pytest.raises(json.JSONDecodeError, match="4300"):
+        json_values.loads(raw.decode())

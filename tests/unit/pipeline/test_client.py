@@ -16,6 +16,7 @@ from pipeline.errors import (
     ChatConnectError,
     ChatForbiddenError,
     ChatHttpError,
+    ChatLineTooLongError,
     ChatNotFoundError,
     ChatServerError,
     PermanentError,
@@ -284,3 +285,25 @@ async def test_a_connect_error_gives_its_pool_place_back() -> None:
 async def _first(client: ChatClient) -> StreamLine:
     async with aclosing(client.stream_chat(URL, REQUEST)) as lines:
         return await anext(lines)
+
+
+async def test_a_line_growing_past_the_record_limit_without_a_newline_ends_the_stream() -> None:
+    """A stream that never sends a newline cannot take the worker's memory."""
+    sent: list[int] = []
+
+    async def endless() -> AsyncIterator[bytes]:
+        yield b'{"id":"m1","content":"ok"}\n'
+        while True:
+            sent.append(1)
+            yield b"x" * 1000
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=endless())
+
+    client = ChatClient(api_key="k", transport=httpx.MockTransport(handler), max_line_bytes=10_000)
+    got: list[StreamLine] = []
+    with pytest.raises(ChatLineTooLongError, match="past 10000 bytes") as raised:
+        await _collect_into(client, got)
+    assert [x.raw for x in got] == [b'{"id":"m1","content":"ok"}']
+    assert raised.value.lines_read == 1 and isinstance(raised.value, PermanentError)
+    assert len(sent) <= 11
