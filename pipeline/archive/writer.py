@@ -82,6 +82,9 @@ class BatchOutcome:
         jobs_updated: ``jobs`` rows whose lifecycle columns changed.
         normalised: (job id, attempt) pairs whose derived rows were written.
         elapsed_s: Wall time of the transaction.
+        kept_bytes, folded_bytes: Raw bytes of the lines the writer holds parsed after the
+            batch, as lines and folded into open attempts
+            (:class:`~pipeline.archive.parsed.ParsedLines`); ``open_folds``: those attempts.
     """
 
     lines: int
@@ -91,6 +94,9 @@ class BatchOutcome:
     jobs_updated: int
     normalised: tuple[JobAttempt, ...]
     elapsed_s: float
+    kept_bytes: int = 0
+    folded_bytes: int = 0
+    open_folds: int = 0
 
 
 def refusal(job_id: str, *numbers: int) -> str | None:
@@ -230,6 +236,9 @@ class ArchiveWriter:
             jobs_updated=jobs_updated,
             normalised=tuple(normalised),
             elapsed_s=time.monotonic() - started,
+            kept_bytes=self._parsed.bytes,
+            folded_bytes=self._parsed.folded_bytes,
+            open_folds=len(self._parsed.folds),
         )
         self._count(outcome)
         return outcome

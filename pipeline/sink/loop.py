@@ -331,6 +331,9 @@ class Sink:
                     lines_inserted=outcome.lines_inserted,
                     events=outcome.events,
                     events_inserted=outcome.events_inserted,
+                    kept_bytes=outcome.kept_bytes,
+                    folded_bytes=outcome.folded_bytes,
+                    open_folds=outcome.open_folds,
                 )
                 return outcome
         raise AssertionError("unreachable: tenacity reraises")

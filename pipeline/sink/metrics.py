@@ -16,6 +16,10 @@ What is measured, per batch (:meth:`pipeline.sink.loop.Sink.run_once`):
 * ``chatscribe_sink_write_retries_total``: PostgreSQL writes retried after a transient error;
 * ``chatscribe_sink_batches_total{committed}``: batches archived, by whether their offsets were
   committed (``false``: a rebalance took the partitions first);
+* ``chatscribe_sink_parsed_bytes{form}``: raw bytes of the lines the writer holds parsed until
+  their attempt ends, ``kept`` as lines or ``folded`` into open attempts' transcripts (gauge;
+  each form has its budget in :mod:`pipeline.archive.parsed`), and
+  ``chatscribe_sink_open_attempts``: the attempts being folded;
 * ``chatscribe_sink_consumer_lag_records{topic,partition}``: records between the consumer's
   position and the partition's high watermark (gauge, updated after every batch; the lag is
   defined once, in :mod:`pipeline.kafka.lag`).
@@ -70,6 +74,15 @@ BATCHES: Final = Counter(
     "Batches archived, by whether their offsets were committed.",
     ["committed"],
 )
+PARSED_BYTES: Final = Gauge(
+    "chatscribe_sink_parsed_bytes",
+    "Raw bytes of lines held parsed until their attempt ends, by form (kept, folded).",
+    ["form"],
+)
+OPEN_ATTEMPTS: Final = Gauge(
+    "chatscribe_sink_open_attempts",
+    "Attempts whose lines the sink is folding into their transcript.",
+)
 CONSUMER_LAG: Final = Gauge(
     "chatscribe_sink_consumer_lag_records",
     "Records behind the high watermark, per assigned partition of the sink.",
@@ -96,10 +109,21 @@ class _Report(Protocol):
 
 
 def observe_write(
-    *, seconds: float, lines: int, lines_inserted: int, events: int, events_inserted: int
+    *,
+    seconds: float,
+    lines: int,
+    lines_inserted: int,
+    events: int,
+    events_inserted: int,
+    kept_bytes: int = 0,
+    folded_bytes: int = 0,
+    open_folds: int = 0,
 ) -> None:
-    """Records one archive transaction: its duration and how many rows were new."""
+    """Records one archive transaction: its duration, how many rows were new, what is held."""
     WRITE_S.observe(seconds)
+    PARSED_BYTES.labels(form="kept").set(kept_bytes)
+    PARSED_BYTES.labels(form="folded").set(folded_bytes)
+    OPEN_ATTEMPTS.set(open_folds)
     LINES.labels(result="inserted").inc(lines_inserted)
     LINES.labels(result="duplicate").inc(max(lines - lines_inserted, 0))
     EVENTS.labels(result="inserted").inc(events_inserted)

@@ -97,3 +97,10 @@ async def test_sink_metrics_endpoint_counts_lines_dead_letters_batches_and_lag(
     topics = {dict(k[1])["topic"] for k in lag_series}
     assert topics <= {settings.topic(wire.TOPIC_LINES), settings.topic(wire.TOPIC_JOB_EVENTS)}
     assert partitions and all(samples[k] >= 0 for k in lag_series)
+    # every attempt ended: nothing is held parsed any more, as lines or folded
+    held = {k: v for k, v in samples.items() if k[0] == "chatscribe_sink_parsed_bytes"}
+    assert held == {
+        ("chatscribe_sink_parsed_bytes", (("form", "kept"),)): 0.0,
+        ("chatscribe_sink_parsed_bytes", (("form", "folded"),)): 0.0,
+    }
+    assert samples[("chatscribe_sink_open_attempts", ())] == 0
