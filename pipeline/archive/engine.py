@@ -77,13 +77,31 @@ def create_engine(settings: Settings, *, read_only: bool = False, pool_size: int
     )
 
     @sa.event.listens_for(engine, "connect", insert=True)
-    def _search_path(dbapi_connection: psycopg.Connection[Any], _record: object) -> None:
+    def _session(dbapi_connection: psycopg.Connection[Any], _record: object) -> None:
         autocommit = dbapi_connection.autocommit
-        dbapi_connection.autocommit = True  # a session setting, outside any transaction
+        dbapi_connection.autocommit = True  # session settings, outside any transaction
         dbapi_connection.execute(set_path)
+        _compress_with_lz4(dbapi_connection)
         dbapi_connection.autocommit = autocommit
 
     return engine
+
+
+def _compress_with_lz4(dbapi_connection: psycopg.Connection[Any]) -> None:
+    """Makes the session compress the large values it writes with LZ4, where the server can.
+
+    Raw lines, tool payloads and result rows are stored compressed (TOAST) once over ~2 KB;
+    LZ4 compresses several times faster than PostgreSQL's default ``pglz`` and reads back
+    faster too, at about the same size. Writing 60,000 paced lines and their derived rows
+    (``docs/toast_cpu.py``): 14.2-14.3 µs of PostgreSQL CPU per line with ``pglz``, 10.7-10.8
+    with LZ4, 48 MB of archive either way. A server without LZ4 (built without it, or before
+    PostgreSQL 14) refuses the setting and keeps ``pglz``. Source: PostgreSQL documentation,
+    ``default_toast_compression`` (§20.11.2) and "TOAST" (§73.2).
+    """
+    try:
+        dbapi_connection.execute("SET default_toast_compression = 'lz4'")
+    except psycopg.Error as exc:
+        logger.debug("default_toast_compression stays pglz: %s", exc)
 
 
 def upgrade(settings: Settings, revision: str = "head") -> None:

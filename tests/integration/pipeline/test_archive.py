@@ -313,3 +313,30 @@ def test_database_errors_are_translated_by_retryability(
     with pytest.raises(ArchiveUnavailableError):
         unreachable.write_batch(lines, [])
     unreachable.close()
+
+
+def test_large_values_are_compressed_with_lz4_where_the_server_has_it(
+    writer: ArchiveWriter, engine: sa.Engine
+) -> None:
+    lz4 = _rows(
+        engine,
+        "SELECT 'lz4' = ANY(enumvals) AS ok FROM pg_settings"
+        " WHERE name = 'default_toast_compression'",
+    )
+    # ops/ starts Debian's PostgreSQL, built with LZ4; a server without it keeps pglz (engine.py)
+    assert lz4 and lz4[0].ok, "the PostgreSQL ops/ starts should have LZ4"
+    rows = [["UA", n, "2013-01-01"] for n in range(3000)]  # ~60 KB, compressible
+    call = {
+        "name": wire.TOOL_SQL,
+        "input": json.dumps({"sqlQuery": "SELECT carrier FROM flights"}),
+        "result": json.dumps({"schema": [{"name": "carrier"}], "data": rows}),
+    }
+    big = _raw(id="t1", role="assistant", graphPath=["agent", "tools"], toolCall=call)
+    lines = _lines("j-lz4", [*TRANSCRIPT[:2], big, *TRANSCRIPT[2:]])
+    writer.write_batch(lines, _events("j-lz4", len(lines)))
+    assert _rows(engine, "SHOW default_toast_compression")[0][0] == "lz4"
+    stored = _rows(
+        engine, "SELECT pg_column_compression(raw) AS c FROM stream_lines WHERE line_no = 3"
+    )
+    result = _rows(engine, "SELECT pg_column_compression(result) AS c FROM tool_calls")
+    assert [r.c for r in stored] == ["lz4"] and [r.c for r in result] == ["lz4"]
