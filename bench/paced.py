@@ -275,8 +275,9 @@ def measure_level(
         figures.job_delays_s = delays
         figures.lines = _lines(settings, [job.job_id for job in jobs])
         figures.archive_latency_s = _archive_latencies(settings)
-        figures.queue_waits_s, figures.max_in_flight = _job_times(settings, jobs)
-        figures.phases_s = _phases(settings, jobs, started, max(commits))
+        job_rows = _job_rows(settings, jobs)
+        figures.queue_waits_s, figures.max_in_flight = _job_times(job_rows)
+        figures.phases_s = _phases(job_rows, started, max(commits))
         figures.kafka_latency_s = asyncio.run(_kafka_latencies(settings))
         reader = streams.drive(
             "httpx",
@@ -316,16 +317,25 @@ def _lines(settings: Settings, job_ids: Sequence[str]) -> int:
     return int(row[0]) if row else 0
 
 
-def _job_times(settings: Settings, jobs: Sequence[ChatJob]) -> tuple[list[float], int]:
-    """Reads each job's queueing delay and the worker's peak concurrency.
+JobTimes = list[tuple[float | None, float | None, float | None]]
+"""Per job: (submitted, started, finished) as epoch seconds (None: not yet)."""
+
+
+def _job_rows(settings: Settings, jobs: Sequence[ChatJob]) -> JobTimes:
+    """Reads each job's submission, start and finish times (``_JOB_TIMES``)."""
+    query = _JOB_TIMES.format(schema=f'"{settings.database_schema}"')
+    with psycopg.connect(conninfo(settings), autocommit=True) as conn:
+        rows = conn.execute(query.encode(), ([job.job_id for job in jobs],)).fetchall()
+    return [(submitted, started, done) for submitted, started, done in rows]
+
+
+def _job_times(rows: JobTimes) -> tuple[list[float], int]:
+    """Each job's queueing delay and the worker's peak concurrency.
 
     Returns:
         Per job, seconds from submission to its start at the worker (waiting in
         ``chat.requests``), and the most jobs the worker ran at once.
     """
-    query = _JOB_TIMES.format(schema=f'"{settings.database_schema}"')
-    with psycopg.connect(conninfo(settings), autocommit=True) as conn:
-        rows = conn.execute(query.encode(), ([job.job_id for job in jobs],)).fetchall()
     waits = [started - submitted for submitted, started, _ in rows if submitted and started]
     edges = sorted(
         [(started, 1) for _, started, done in rows if started and done]
@@ -338,20 +348,16 @@ def _job_times(settings: Settings, jobs: Sequence[ChatJob]) -> tuple[list[float]
     return waits, most
 
 
-def _phases(
-    settings: Settings, jobs: Sequence[ChatJob], started: float, committed: float
-) -> dict[str, float]:
+def _phases(rows: JobTimes, started: float, committed: float) -> dict[str, float]:
     """Returns: when, after submission began, the level's phases ended (seconds).
 
     ``submitted``: the last job's ``accepted`` event; ``started``: the last job taken by the
     worker; ``first_finished``/``finished``: the first and the last stream done at the worker;
     ``committed``: the last job archived. Where the wall time goes, beside the reader's.
     """
-    query = _JOB_TIMES.format(schema=f'"{settings.database_schema}"')
-    with psycopg.connect(conninfo(settings), autocommit=True) as conn:
-        rows = conn.execute(query.encode(), ([job.job_id for job in jobs],)).fetchall()
-    columns = list(zip(*rows, strict=True)) if rows else [(), (), ()]
-    submitted, begun, done = ([t for t in c if t is not None] for c in columns)
+    submitted = [t for t, _, _ in rows if t is not None]
+    begun = [t for _, t, _ in rows if t is not None]
+    done = [t for _, _, t in rows if t is not None]
     return {
         "submitted": max(submitted, default=started) - started,
         "started": max(begun, default=started) - started,

@@ -14,7 +14,6 @@ server's default back on the writer's connections.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import uuid
@@ -24,18 +23,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from bench.archive_schema import BenchSpace
+from bench.paced import cpu_s
 from bench.paced_turns import Pacing, turns
 from bench.transcripts import load_transcripts
 from models.records import JobEvent, LineEnvelope
 from pipeline.archive.writer import ArchiveWriter
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def main() -> None:
@@ -76,7 +68,7 @@ def main() -> None:
         ]
         writer.write_batch([], started)
         lines = [line for job in jobs for line in job]
-        pg_before, cpu_before, wall_before = _cpu_s(pid), time.process_time(), time.perf_counter()
+        pg_before, cpu_before, wall_before = cpu_s(pid), time.process_time(), time.perf_counter()
         for first in range(0, len(lines), 2000):
             writer.write_batch(lines[first : first + 2000], [])
         done = [
@@ -86,7 +78,7 @@ def main() -> None:
         writer.write_batch([], done)
         per_line = 1e6 / len(lines)
         print(
-            f"{setting}: {len(lines)} lines, PostgreSQL {(_cpu_s(pid) - pg_before) * per_line:.1f}"
+            f"{setting}: {len(lines)} lines, PostgreSQL {(cpu_s(pid) - pg_before) * per_line:.1f}"
             f" us/line, writer {(time.process_time() - cpu_before) * per_line:.1f} us/line,"
             f" wall {time.perf_counter() - wall_before:.2f} s,"
             f" archive {sum(space.relation_bytes().values()) / 1e6:.0f} MB"
