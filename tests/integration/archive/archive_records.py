@@ -1,5 +1,7 @@
 """Records for the archive writer's tests: raw lines, their envelopes, a job's opening events.
 
+Also the retention run those tests make (:func:`apply_retention`).
+
 Shared by ``test_chain_and_redaction`` and ``test_normalise_held_lines``: a job of run ``r1``
 asked as ``ann`` whose question holds an e-mail address (the redaction tests' subject), lines
 received one second apart from :data:`T0`.
@@ -12,8 +14,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import sqlalchemy as sa
+
 from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
+from pipeline.archive.redaction import Redactor
+from pipeline.archive.retention import RetentionOutcome, RetentionPolicy, apply_policy
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 URL = "http://127.0.0.1:8400" + wire.CHAT_PATH_TEMPLATE.format(
@@ -52,3 +58,21 @@ def opening_events(job_id: str) -> list[JobEvent]:
         JobEvent(**common, kind="accepted", job=job, at=T0),
         JobEvent(**common, kind="started", attempt=1, job=job, at=T0),
     ]
+
+
+def apply_retention(engine: sa.Engine, action: str = "redact") -> RetentionOutcome:
+    """Runs ``retention apply`` two days on: ``action`` on lines older than a day, e-mails.
+
+    Returns:
+        What the policy changed.
+    """
+    policy = RetentionPolicy.model_validate(
+        {"rules": [{"afterDays": 1, "action": action}], "redaction": {"detectors": ["email"]}}
+    )
+    with engine.begin() as conn:
+        return apply_policy(
+            conn,
+            policy,
+            now=datetime.now(UTC) + timedelta(days=2),
+            default_redactor=Redactor.build(),
+        )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -14,11 +13,16 @@ from pipeline.archive import chain
 from pipeline.archive import derived as archive_derived
 from pipeline.archive.chain import verify
 from pipeline.archive.redaction import Redactor
-from pipeline.archive.retention import RetentionPolicy, apply_policy
 from pipeline.archive.writer import ArchiveWriter
 from pipeline.errors import ArchiveUnavailableError
 from pipeline.settings import Settings
-from tests.integration.archive.archive_records import T0, envelopes, opening_events, raw
+from tests.integration.archive.archive_records import (
+    T0,
+    apply_retention,
+    envelopes,
+    opening_events,
+    raw,
+)
 
 pytestmark = [
     pytest.mark.integration,
@@ -94,16 +98,7 @@ def test_retention_redact_rewrites_old_content_and_verify_still_passes(
 ) -> None:
     writer = ArchiveWriter(engine)
     writer.write_batch(_lines("j-old"), _events("j-old"))
-    policy = RetentionPolicy.model_validate(
-        {"rules": [{"afterDays": 1, "action": "redact"}], "redaction": {"detectors": ["email"]}}
-    )
-    with engine.begin() as conn:
-        outcome = apply_policy(
-            conn,
-            policy,
-            now=datetime.now(UTC) + timedelta(days=2),
-            default_redactor=Redactor.build(),
-        )
+    outcome = apply_retention(engine)
     assert (outcome.redacted_jobs, outcome.lines_changed) == (1, 2)
     with engine.connect() as conn:
         schema = settings.database_schema

@@ -9,7 +9,6 @@ line redacted on the way in or by retention afterwards, a batch rolled back.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -21,9 +20,14 @@ from models.records import JobEvent
 from pipeline.archive import derived
 from pipeline.archive.parsed import ParsedLines
 from pipeline.archive.redaction import Redactor
-from pipeline.archive.retention import RetentionPolicy, apply_policy
 from pipeline.archive.writer import ArchiveWriter
-from tests.integration.archive.archive_records import T0, envelopes, opening_events, raw
+from tests.integration.archive.archive_records import (
+    T0,
+    apply_retention,
+    envelopes,
+    opening_events,
+    raw,
+)
 from tests.integration.archive.archive_stack import HOSTED_DIR
 
 pytestmark = [
@@ -191,16 +195,7 @@ def test_lines_retention_rewrote_after_they_were_written_are_read_back(
     writer = ArchiveWriter(engine, redactor=Redactor.build(detectors=["ipv4"]))
     lines = envelopes("j-ret", _transcript("Sent from 10.0.0.1"))
     writer.write_batch(lines, opening_events("j-ret"))
-    policy = RetentionPolicy.model_validate(
-        {"rules": [{"afterDays": 1, "action": action}], "redaction": {"detectors": ["email"]}}
-    )
-    with engine.begin() as conn:
-        apply_policy(
-            conn,
-            policy,
-            now=datetime.now(UTC) + timedelta(days=2),
-            default_redactor=Redactor.build(),
-        )
+    apply_retention(engine, action)
     outcome = writer.write_batch([], [_completed("j-ret", len(lines))])
     assert outcome.normalised == (("j-ret", 1),)
     assert read_back == [("j-ret", 1)]
@@ -219,16 +214,7 @@ def test_an_attempt_with_only_its_own_marks_stays_held(
     writer = ArchiveWriter(engine, redactor=Redactor.build(detectors=["email"]))
     lines = envelopes("j-same", _transcript("Sent to ann@corp.io"))
     writer.write_batch(lines, opening_events("j-same"))
-    policy = RetentionPolicy.model_validate(
-        {"rules": [{"afterDays": 1, "action": "redact"}], "redaction": {"detectors": ["email"]}}
-    )
-    with engine.begin() as conn:
-        outcome = apply_policy(
-            conn,
-            policy,
-            now=datetime.now(UTC) + timedelta(days=2),
-            default_redactor=Redactor.build(),
-        )
+    outcome = apply_retention(engine)
     assert outcome.lines_changed == 0
     writer.write_batch([], [_completed("j-same", len(lines))])
     assert read_back == []
