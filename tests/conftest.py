@@ -18,7 +18,8 @@ from uuid import uuid4
 import psycopg
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
-from psycopg import sql
+
+from tests.stack_support import pg_schema_made
 
 # Same defaults as pipeline/settings.py and ops/services.sh.
 DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:19092"
@@ -109,11 +110,5 @@ def unique_name() -> NameFactory:
 @pytest.fixture
 def pg_schema(pg_conninfo: str) -> Iterator[str]:
     """A fresh, empty PostgreSQL schema ``test_<12 hex>``, dropped with its contents afterwards."""
-    name = f"test_{uuid4().hex[:12]}"
-    with psycopg.connect(pg_conninfo, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
-    try:
+    with pg_schema_made(pg_conninfo, f"test_{uuid4().hex[:12]}") as name:
         yield name
-    finally:
-        with psycopg.connect(pg_conninfo, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))

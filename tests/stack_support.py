@@ -250,16 +250,28 @@ def isolated_settings(
     The schema is upgraded (Alembic), and dropped with its contents afterwards.
     """
     settings = unique_settings(kafka_bootstrap, database_url, tag=tag, **overrides)
-    name = sql.Identifier(settings.database_schema)
-    with psycopg.connect(_conninfo(settings), autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(name))
-    try:
+    with pg_schema_made(_conninfo(settings), settings.database_schema):
         upgrade(settings)
         asyncio.run(ensure_topics(settings, topics))
         yield settings
+
+
+@contextmanager
+def pg_schema_made(conninfo: str, name: str) -> Iterator[str]:
+    """Creates the empty PostgreSQL schema ``name``; drops it with its contents afterwards.
+
+    Args:
+        conninfo: A psycopg connection string.
+        name: The schema's name (quoted as an identifier).
+    """
+    schema = sql.Identifier(name)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
+    try:
+        yield name
     finally:
-        with psycopg.connect(_conninfo(settings), autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(name))
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(schema))
 
 
 @dataclass(frozen=True)

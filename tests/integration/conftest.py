@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 import sqlalchemy as sa
-from psycopg import sql
 
 from pipeline.archive.engine import create_engine, upgrade
 from pipeline.settings import Settings
+from tests.stack_support import pg_schema_made
 
 
 @pytest.fixture
@@ -22,14 +21,8 @@ def settings(database_url: str, pg_schema: str) -> Settings:
 @pytest.fixture
 def bare_settings(settings: Settings, pg_conninfo: str) -> Iterator[Settings]:
     """``settings`` on a second schema of its own that exists and is never migrated."""
-    bare = f"{settings.database_schema}_bare"
-    with psycopg.connect(pg_conninfo, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(bare)))
-    try:
+    with pg_schema_made(pg_conninfo, f"{settings.database_schema}_bare") as bare:
         yield settings.model_copy(update={"database_schema": bare})
-    finally:
-        with psycopg.connect(pg_conninfo, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(bare)))
 
 
 @pytest.fixture
