@@ -285,3 +285,29 @@ def test_recorded_transcripts_folded_in_thin_batches_equal_their_lines_read_back
     assert len(folded["sql_queries"]) > 0 and len(folded["tool_calls"]) > 0
     assert all(writer.renormalise(job_id, 1) for job_id in jobs)
     assert _derived(engine) == folded
+
+
+def test_a_float_literal_too_long_for_a_float_beside_a_huge_integer_is_stored_as_null(
+    engine: sa.Engine,
+) -> None:
+    """``1`` and 400 zeros then ``.5`` is ``inf`` to ``json.loads``, and no exponent flags it.
+
+    Beside an integer beyond 64 bits, the result is written with ``json.dumps`` (orjson refuses
+    such integers), which writes ``Infinity``; ``jsonb`` refused it and the attempt's derived
+    rows were not stored, until a run of 19 digits made the line unclean (cleaning: null).
+    """
+    huge = 123456789012345678901234567890
+    result = '{"data":[{"v":1' + "0" * 400 + '.5,"w":' + str(huge) + "}]}"
+    call = raw(
+        id="t1",
+        role="assistant",
+        toolCall={"name": "cubeSqlApi", "input": '{"sqlQuery":"SELECT 1"}', "result": result},
+    )
+    lines = envelopes("j-inf", [*_transcript("Sent")[:2], call, *_transcript("Sent")[2:]])
+    writer = ArchiveWriter(engine)
+    writer.write_batch(lines, opening_events("j-inf"))
+    outcome = writer.write_batch([], [_completed("j-inf", len(lines))])
+    assert outcome.normalised == (("j-inf", 1),)
+    with engine.connect() as conn:
+        stored = conn.execute(sa.text("SELECT result FROM tool_calls WHERE job_id = 'j-inf'"))
+        assert stored.scalar_one() == {"data": [{"v": None, "w": huge}]}

@@ -101,6 +101,11 @@ def test_known_lines_carry_the_clean_verdict(raw: bytes, clean: bool) -> None:
         (b'{"n":[1,2E-400]}', False),
         (b'{"n":1.5e99,"m":"x9e999y"}', True),  # two-digit exponent; in a word, no number
         (b'{"id":"\\u00e9"}', True),  # an escape that is neither NUL nor a surrogate
+        (b'{"n":1' + b"0" * 400 + b".5}", False),  # no exponent, yet inf to json.loads
+        (b'{"r":"{\\"v\\":-1' + b"0" * 400 + b'e0}"}', False),  # the same, nested
+        (b'{"n":123456789012345678901}', False),  # beyond 64 bits (a false alarm, kept simple)
+        (b'{"n":1e+400}', False),  # an explicit plus sign
+        (b'{"id":"ab12e+345","t":"x00e-300"}', True),  # marks, no number
     ],
 )
 def test_storable_as_parsed_flags_what_cleaning_would_change(raw: bytes, clean: bool) -> None:
