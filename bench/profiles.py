@@ -105,6 +105,7 @@ def profile_worker(path: Path, *, streams_count: int) -> Path:
         streams.drive(
             "worker", url=processes.chat_url(port), space=space, concurrency=100,
             streams=streams_count, streams_per_client=0, profile=str(path),
+            loop=streams.WORKER_LOOP,
         )  # fmt: skip
     finally:
         child.stop()

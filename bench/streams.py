@@ -3,9 +3,11 @@
 Each measurement runs in a fresh process (:mod:`bench.drive`) against the synthetic endpoint:
 
 * ``worker``: JobRunner + JobOutput + an idempotent aiokafka producer, one ChatClient for all
-  streams, as :mod:`pipeline.worker.app` runs jobs (faust's consumption of ``chat.requests`` is not
-  included; the end-to-end benchmark has it);
-* ``httpx``: the baseline, plain httpx reading and discarding, one ``AsyncClient`` per 10
+  streams, as :mod:`pipeline.worker.app` runs jobs, on the event loop it runs them on (uvloop,
+  :func:`pipeline.worker.app.run_worker`); faust's consumption of ``chat.requests`` is not
+  included (the end-to-end benchmark has it);
+* ``httpx``: the baseline, plain httpx reading and discarding on asyncio's own event loop (as
+  a plain script runs, and as the paced benchmark's reader does), one ``AsyncClient`` per 10
   streams (the fastest plain-httpx layout here; see ``bench/README.md``);
 * ``httpx-one-client``: the same with one ``AsyncClient`` for all streams, as a naive script
   would (httpcore's pool degrades with the number of connections it holds; the worker's
@@ -24,6 +26,10 @@ from bench import processes
 from bench.archive_schema import BenchSpace
 
 SHARD: Final = 10
+WORKER_LOOP: Final = "uvloop"
+"""The worker process's event loop (``pipeline.worker.app``); until 2026-11-27 the worker mode
+ran on asyncio's, which cost it 12-15% more CPU per line than the worker pays (bench README,
+"Paced")."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,7 @@ def drive(
     streams_per_client: int,
     profile: str | None = None,
     warm_up_question: str | None = None,
+    loop: str = "asyncio",
 ) -> Drive:
     """Runs one :mod:`bench.drive` process and returns its figures.
 
@@ -75,6 +82,7 @@ def drive(
         sys.executable, "-m", "bench.drive", "--mode", mode, "--url", url,
         "--jobs", str(streams), "--concurrency", str(concurrency),
         "--streams-per-client", str(streams_per_client), "--api-key", processes.BENCH_API_KEY,
+        "--loop", loop,
     ]  # fmt: skip
     if profile:
         args += ["--profile", profile]
@@ -99,6 +107,6 @@ def measure_level(
     found = {
         "httpx": drive("httpx", streams_per_client=SHARD, **common),
         "httpx-one-client": drive("httpx", streams_per_client=0, **common),
-        "worker": drive("worker", streams_per_client=0, **common),
+        "worker": drive("worker", streams_per_client=0, loop=WORKER_LOOP, **common),
     }
     return found
