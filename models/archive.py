@@ -134,10 +134,10 @@ _NUMBER_MARKS: Final = bytes.maketrans(b"123456789E+-", b"000000000eee")
 three-digit exponent may be (``e``, ``e+`` and ``E-`` before three digits all read ``e000``),
 and ``0`` only ever stands for a digit."""
 _EXPONENT_MARK: Final = b"e000"
-_LONG_DIGIT_RUN: Final = b"0" * 19
-"""19 digits in a row: every number that overflows a float without a three-digit exponent has
-such a run (it needs more than 200 digits before its point), and so does every integer of
-2**63 or more."""
+_LONG_DIGIT_RUN: Final = b"0" * 100
+"""100 digits in a row. A number without a three-digit exponent overflows a float only with
+at least 210 digits before its point (``e99`` at most), so every such number has this run;
+integers of 20-99 digits (ids) do not trip it, and are stored exactly either way."""
 _DIGITS: Final = frozenset(b"0123456789")
 _NUMBER_BYTES: Final = frozenset(b"0123456789.+-")
 _NUMBER_STARTS: Final = frozenset(b":,[ \n\r\tnrt")
@@ -154,11 +154,11 @@ def storable_as_parsed(raw: bytes) -> bool:
     to: an escaped NUL, a surrogate escape (lone ones cannot be stored; paired ones are flagged
     too, to keep the test a search), ``NaN``/``Infinity``, and numbers that may overflow a float
     to infinity: a three-digit exponent where a number can start (an id such as ``5e123`` is no
-    number), or a run of 19 digits (``1``, 400 zeros and ``.5`` is ``inf`` to
-    :func:`json.loads`; the run also flags integers beyond 64 bits, which
-    :func:`pipeline.archive.derived.jsonb_text` writes with :func:`json.dumps`, where a
-    non-finite float is refused). Raw control characters cannot occur in valid JSON strings and
-    valid UTF-8 holds no surrogates.
+    number), or a run of :data:`_LONG_DIGIT_RUN` (``1``, 400 zeros and ``.5`` is ``inf`` to
+    :func:`json.loads`, and beside an integer beyond 64 bits
+    :func:`pipeline.archive.derived.jsonb_text` writes it with :func:`json.dumps` as
+    ``Infinity``, which ``jsonb`` refuses). Raw control characters cannot occur in valid JSON
+    strings and valid UTF-8 holds no surrogates.
 
     Cost: one ``bytes.translate`` and six substring searches, in C (a regular expression took
     ~7 µs per line for the exponent alone); bench ``sink-ingest``'s mix (2.8 KB per line,

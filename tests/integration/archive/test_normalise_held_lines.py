@@ -294,7 +294,7 @@ def test_a_float_literal_too_long_for_a_float_beside_a_huge_integer_is_stored_as
 
     Beside an integer beyond 64 bits, the result is written with ``json.dumps`` (orjson refuses
     such integers), which writes ``Infinity``; ``jsonb`` refused it and the attempt's derived
-    rows were not stored, until a run of 19 digits made the line unclean (cleaning: null).
+    rows were not stored, until a run of 100 digits made the line unclean (cleaning: null).
     """
     huge = 123456789012345678901234567890
     result = '{"data":[{"v":1' + "0" * 400 + '.5,"w":' + str(huge) + "}]}"

@@ -103,7 +103,8 @@ def test_known_lines_carry_the_clean_verdict(raw: bytes, clean: bool) -> None:
         (b'{"id":"\\u00e9"}', True),  # an escape that is neither NUL nor a surrogate
         (b'{"n":1' + b"0" * 400 + b".5}", False),  # no exponent, yet inf to json.loads
         (b'{"r":"{\\"v\\":-1' + b"0" * 400 + b'e0}"}', False),  # the same, nested
-        (b'{"n":123456789012345678901}', False),  # beyond 64 bits (a false alarm, kept simple)
+        (b'{"n":123456789012345678901}', True),  # beyond 64 bits: stored exactly
+        (b'{"n":2' + b"0" * 209 + b"e99}", False),  # 2e308: inf, with a two-digit exponent
         (b'{"n":1e+400}', False),  # an explicit plus sign
         (b'{"id":"ab12e+345","t":"x00e-300"}', True),  # marks, no number
     ],
