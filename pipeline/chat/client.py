@@ -478,10 +478,15 @@ async def _lines(
 ) -> AsyncGenerator[tuple[RawLine, datetime], None]:
     """Yields ``(line, received_at)`` for each line of the body; httpx errors pass through.
 
+    A body without ``Content-Encoding`` is read with ``aiter_raw``: ``aiter_bytes`` adds a
+    generator, a decoder and a chunker per chunk, and an LLM-paced stream is one chunk per line
+    (bench ``paced``: ~3 µs of the worker's ~55 µs per line). A compressed body is decoded.
+
     Raises:
         ChatLineTooLongError: More than ``max_line_bytes`` arrived without a newline.
     """
-    async for chunk in response.aiter_bytes():
+    raw = not response.is_stream_consumed and "content-encoding" not in response.headers
+    async for chunk in response.aiter_raw() if raw else response.aiter_bytes():
         received_at = utc_now()
         for line in splitter.feed(chunk):
             yield line, received_at

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import zlib
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import aclosing
 
@@ -30,6 +31,7 @@ REQUEST = ChatRequest.model_validate(
 )
 SESSION_REQUEST = GenerateSessionRequest(external_id="u1")
 Handler = Callable[[httpx.Request], httpx.Response]
+GZIP = {"Content-Encoding": "gzip"}
 
 
 def _client(handler: Handler) -> ChatClient:
@@ -91,6 +93,24 @@ async def test_stream_chat_numbers_lines_from_one_across_chunks_and_parses_them(
     assert lines[1].parse_error is not None
     assert lines[1].parse_error.startswith("invalid UTF-8")
     assert all(x.received_at.tzinfo is not None for x in lines)
+
+
+async def test_a_compressed_stream_is_decoded_and_a_plain_one_read_as_sent() -> None:
+    """Bodies without ``Content-Encoding`` are read raw (no decoder layer); others decoded."""
+    body = b'{"id":"__cutoff__"}\n{"content":"a"}\n'
+    packer = zlib.compressobj(wbits=31)  # gzip
+    packed = packer.compress(body) + packer.flush()
+    responses = [
+        httpx.Response(200, content=_chunks([packed[:9], packed[9:]]), headers=GZIP),
+        httpx.Response(200, content=_chunks([body[:7], body[7:]])),
+    ]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return responses.pop(0)
+
+    for _ in range(2):
+        lines = await _collect(_client(handler))
+        assert [x.raw for x in lines] == [b'{"id":"__cutoff__"}', b'{"content":"a"}']
 
 
 @pytest.mark.parametrize(
