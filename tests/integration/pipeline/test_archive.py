@@ -9,8 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 import sqlalchemy as sa
+from psycopg import dbapi20
+from psycopg.adapt import PyFormat
+from psycopg.pq import Format
 from pydantic import SecretStr
 
 from models import wire
@@ -340,3 +344,14 @@ def test_large_values_are_compressed_with_lz4_where_the_server_has_it(
     )
     result = _rows(engine, "SELECT pg_column_compression(result) AS c FROM tool_calls")
     assert [r.c for r in stored] == ["lz4"] and [r.c for r in result] == ["lz4"]
+
+
+def test_archive_sessions_copy_bytea_with_psycopgs_bytes_dumper(engine: sa.Engine) -> None:
+    """Binary ``COPY`` picks a dumper by OID: not the Python ``dbapi20`` one (engine.py)."""
+    with engine.connect() as conn:
+        driver = conn.connection.driver_connection
+        assert isinstance(driver, psycopg.Connection)
+        oid = driver.adapters.types["bytea"].oid
+        dumper = driver.adapters.get_dumper_by_oid(oid, Format.BINARY)
+        assert not issubclass(dumper, dbapi20.BinaryBinaryDumper)
+        assert driver.adapters.get_dumper(bytes, PyFormat.BINARY) is dumper
