@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         run_results,
     )
     from pipeline.archive.tables import metadata
-    from pipeline.archive.writer import ArchiveWriter, BatchOutcome, collector_paused, refusal
+    from pipeline.archive.writer import ArchiveWriter, BatchOutcome, refusal
 
 __all__ = [
     "ArchiveEngine",
@@ -51,7 +51,6 @@ __all__ = [
     "StoredLine",
     "apply_policy",
     "chain",
-    "collector_paused",
     "count_rows",
     "create_engine",
     "diff_runs",
@@ -93,7 +92,6 @@ _EXPORTS: dict[str, str] = {
     "StoredLine": "pipeline.archive.replay",
     "apply_policy": "pipeline.archive.retention",
     "chain": "pipeline.archive.chain",
-    "collector_paused": "pipeline.archive.writer",
     "count_rows": "pipeline.archive.runs",
     "create_engine": "pipeline.archive.engine",
     "diff_runs": "pipeline.archive.diff",

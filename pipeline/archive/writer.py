@@ -38,11 +38,9 @@ the offset commit) changes nothing, and lines and events may arrive in any order
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
@@ -59,6 +57,7 @@ from pipeline.archive.chain import KnownHeads
 from pipeline.archive.engine import create_engine, translate_errors
 from pipeline.archive.parsed import LineKey, ParsedLines
 from pipeline.archive.redaction import Redactor
+from pipeline.collector import collector_paused
 from pipeline.errors import ArchiveUnavailableError
 from pipeline.settings import Settings
 
@@ -116,28 +115,6 @@ def refusal(job_id: str, *numbers: int) -> str | None:
     if too_big:
         return f"{too_big[0]} is outside PostgreSQL's integer range"
     return None
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pauses CPython's cyclic garbage collector (``gc.disable``) for the block, if it was on.
-
-    A batch's thousands of decoded envelopes, rows and tuples all survive their first
-    collections, so the collector scanned them again and again (a third of decoding time at
-    5,000 records per batch, and a quarter of the sink's CPU in :meth:`ArchiveWriter.write_batch`,
-    bench ``sink-ingest``); decoding and writing create no reference cycles, and reference
-    counting still frees everything at once. ``gc`` is process-wide: the sink's event loop and
-    its writer thread may pause it at the same time; it is on again once the first pauser
-    (the one that found it on) leaves. Whatever cycles other code makes meanwhile are collected
-    after the block. Source: https://docs.python.org/3/library/gc.html.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class ArchiveWriter:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from models.errors import LineRecordError
 from models.records import JobEvent, LineEnvelope
-from pipeline.archive.writer import BatchOutcome, collector_paused, refusal
+from pipeline.archive.writer import BatchOutcome, refusal
+from pipeline.collector import collector_paused
 from pipeline.errors import InvalidRecordError
 from pipeline.kafka.dead_letters import Record
 

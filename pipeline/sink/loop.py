@@ -62,6 +62,7 @@ from tenacity import (
 
 from models import wire
 from models.records import JobEvent, LineEnvelope
+from pipeline import collector
 from pipeline.archive.writer import ArchiveWriter, BatchOutcome
 from pipeline.errors import (
     ArchiveRejectedError,
@@ -426,6 +427,7 @@ async def _serve(settings: Settings) -> None:
         loop.add_signal_handler(signum, sink.request_stop)
     try:
         await sink.start()
+        collector.settle()  # the imports', engine's and consumer's objects (issue 13)
         await sink.run()
     finally:
         await sink.stop()

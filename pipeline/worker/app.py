@@ -51,7 +51,7 @@ from pydantic import ValidationError
 
 from models import wire
 from models.records import ChatJob, JobEvent
-from pipeline import metrics
+from pipeline import collector, metrics
 from pipeline.chat.client import ChatClient
 from pipeline.errors import InvalidJobError, RecordDeliveryError
 from pipeline.kafka.clients import (
@@ -378,6 +378,7 @@ def run_worker(settings: Settings, *, loglevel: str = "info") -> None:
         redirect_stdouts=False,
         override_logging=not logging.getLogger().handlers,
     )
+    collector.settle()  # the imports' and the app's objects: never scanned again (issue 13)
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:
