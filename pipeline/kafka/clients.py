@@ -47,10 +47,14 @@ LINES_LINGER_MS: Final = 10
 nearly every line was a produce request of its own (~1 ms of worker and broker CPU each, issue
 13). Nobody waits on a line but the terminal event, which pays at most this once per job;
 lifecycle events keep :data:`LINGER_MS`."""
-MAX_BATCH_BYTES: Final = 256 * 1024
-"""Producer batch size per partition (aiokafka's default is 16 KiB). The idempotent producer
-has one request in flight per partition, and a send into a full batch waits for that request:
-with 16 KiB, 100 streams' lines queued ~150 ms in the producer (bench ``stream-c100``)."""
+MAX_BATCH_BYTES: Final = 1024 * 1024
+"""Producer batch size per partition (aiokafka's default is 16 KiB). aiokafka sends one produce
+request at a time per broker (one batch per partition in it), and a send into a full batch waits
+until that batch is sent (``MessageBatch.wait_drain``: an ``asyncio.wait`` per waiting send).
+With 16 KiB, 100 streams' lines queued ~150 ms in the producer (bench ``stream-c100``); with
+256 KiB, 1,000 paced streams (~6 MB/s) still filled batches while a request was out, and line
+latency p99 was 0.9-1.0 s (``bench.drive --mode worker``, C=1,000, uvloop) against 0.53-0.55 s
+with 1 MiB. Memory: at most two batches per partition (filling, in flight)."""
 PRODUCER_REQUEST_TIMEOUT_MS: Final = 120_000
 """How long a queued record may wait for the broker (aiokafka's default is 40 s): long enough to
 ride out a broker restart without failing the job's records."""
