@@ -7,7 +7,8 @@ Modes (issue 6, benchmark 2):
   :class:`pipeline.worker.job_runner.JobRunner` with :class:`pipeline.kafka.clients.JobOutput` on a
   real idempotent
   aiokafka producer (``started``, every line to ``chat.lines``, ``first_line``, the terminal
-  event, all acknowledged by Kafka before a job counts as done).
+  event, all acknowledged by Kafka before a job counts as done), with the worker process's
+  collector settings (:func:`pipeline.collector.settle`).
 
 Both read the same jobs (the fixture's questions in turn) from the synthetic endpoint at the
 same concurrency, after the same warm-up. A fresh process per measurement keeps the resident
@@ -35,6 +36,7 @@ from bench.transcripts import load_transcripts, sent_at_of
 from bench.workload import bench_jobs, request_bodies
 from models import wire
 from models.records import ChatJob, Headers
+from pipeline import collector
 from pipeline.chat.client import ChatClient
 from pipeline.kafka.clients import LINES_LINGER_MS, JobOutput, create_producer, ensure_topics
 from pipeline.settings import Settings
@@ -220,7 +222,10 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     if args.mode == "worker":
         await ensure_topics(settings, (wire.TOPIC_LINES, wire.TOPIC_JOB_EVENTS))
     await _run_mode(args, settings, warm, [])
-    gc.collect()
+    if args.mode == "worker":
+        collector.settle()  # as pipeline.worker.app.run_worker does once started
+    else:
+        gc.collect()
     latencies: list[float] = []
     profiler = _profiler(args.profile)
     async with RssPeak() as rss:
