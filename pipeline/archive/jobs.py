@@ -9,6 +9,7 @@ several sinks share the topics.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections import defaultdict
@@ -30,8 +31,13 @@ _LOCK_SQL: Final = sa.text(
 )
 
 
+@functools.lru_cache(maxsize=16384)
 def lock_key(job_id: str) -> int:
-    """Returns: the signed 64-bit advisory-lock key of a job (BLAKE2b of its id)."""
+    """Returns: the signed 64-bit advisory-lock key of a job (BLAKE2b of its id).
+
+    Cached: a sink batch at 1,000 paced streams locks ~1,000 jobs, nearly all of them locked by
+    the batch before (~1 µs of hashing each, against a dictionary lookup).
+    """
     digest = hashlib.blake2b(_LOCK_NAMESPACE + job_id.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
 
