@@ -41,8 +41,11 @@ skips a full one while the objects promoted since the last are under a quarter o
 def settle() -> None:
     """Collects once, freezes what is left and sets :data:`THRESHOLDS` (module docstring).
 
-    Call it in the process's entry point after start-up: objects made before are never scanned
-    again (they are not freed while frozen, which is what a process's start-up heap is for).
+    Call it in the process's entry point after start-up: objects made before are not scanned
+    again. A frozen object is still freed by reference counting when its last reference goes;
+    only a reference cycle among frozen objects is never collected (a start-up heap has none
+    left after the collection; in the sink :func:`collector_paused` thaws everything now and
+    then).
     """
     gc.collect()
     gc.freeze()
