@@ -84,8 +84,9 @@ def collector_paused() -> Iterator[None]:
 
 _last_full = time.monotonic()
 _full_lock = threading.Lock()
-atexit.register(gc.unfreeze)  # the exit's own collection frees what is still frozen (nanobind
-# extensions such as DuckDB's report "leaked instances" of objects left uncollected at exit)
+# Thawed at exit, so the exit's own collection frees what is still frozen (nanobind extensions
+# such as DuckDB's report "leaked instances" of objects left uncollected).
+atexit.register(gc.unfreeze)
 
 
 def _freeze_or_collect() -> None:

@@ -147,8 +147,9 @@ def may_matter(raw: bytes) -> bool:
     ``"error"``) only costs the parse. Keys written with JSON escapes (``"\u0063hatId"``)
     would be missed: the Chat API writes plain keys (interface, "Stream messages").
     """
-    chat_id, error, sentinel, final = _MATTERS  # four searches in C, no generator: this runs
-    return chat_id in raw or error in raw or sentinel in raw or final in raw  # for every line
+    # Four searches in C and no generator: this runs for every line the worker reads.
+    chat_id, error, sentinel, final = _MATTERS
+    return chat_id in raw or error in raw or sentinel in raw or final in raw
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
