@@ -43,6 +43,8 @@ ArchiveEngine: TypeAlias = sa.Engine
 :func:`create_engine`, passed back to the archive's functions, never used directly."""
 MIGRATIONS_DIR: Final = Path(__file__).resolve().parents[2] / "migrations"
 CONNECT_TIMEOUT_S: Final = 5
+SESSION_OPTIONS: Final = "-c jit=off"
+"""Every archive session runs without JIT compilation (:func:`create_engine`)."""
 READ_ONLY_OPTIONS: Final = "-c default_transaction_read_only=on"
 _REJECTED_CLASSES: Final = ("22", "23")
 _SCHEMA_CLASSES: Final = ("42", "3F")
@@ -63,6 +65,16 @@ def create_engine(settings: Settings, *, read_only: bool = False, pool_size: int
             (``default_transaction_read_only``), for readers such as the console.
         pool_size: Connections kept open.
 
+    Every session runs with ``jit=off`` (:data:`SESSION_OPTIONS`). The archive's statements are
+    short key lookups over many rows, and PostgreSQL JIT-compiles any plan whose estimated cost
+    passes ``jit_above_cost`` (100,000), which a nested loop over a batch's attempts and every
+    monthly partition of ``stream_lines`` passes once the archive holds millions of lines: at
+    10M lines (``bench/archive_growth.py``) :func:`pipeline.archive.derived.remarked` ran 4 ms
+    and compiled 26-29 ms (``auto_explain``: "JIT: Functions: 67 ... Emission 22-25 ms"), in
+    every sink batch, while the same statement at 100k lines was never compiled. PostgreSQL's
+    documentation, "When to JIT?": for short queries the compilation costs more than it saves.
+    Analytical reads over the views are made by BI tools on connections of their own.
+
     Returns:
         An engine whose connections see the archive's tables (:mod:`pipeline.archive.tables`,
         schema-less) in ``settings.database_schema``; pre-ping on checkout.
@@ -71,8 +83,10 @@ def create_engine(settings: Settings, *, read_only: bool = False, pool_size: int
         settings.database_url.get_secret_value(),
         pool_pre_ping=True,
         pool_size=pool_size,
-        connect_args={"connect_timeout": CONNECT_TIMEOUT_S}
-        | ({"options": READ_ONLY_OPTIONS} if read_only else {}),
+        connect_args={
+            "connect_timeout": CONNECT_TIMEOUT_S,
+            "options": f"{SESSION_OPTIONS} {READ_ONLY_OPTIONS}" if read_only else SESSION_OPTIONS,
+        },
     )
     set_path = psycopg_sql.SQL("SET search_path TO {}").format(
         psycopg_sql.Identifier(settings.database_schema)

@@ -20,7 +20,7 @@ from pydantic import SecretStr
 from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
 from pipeline.archive import tables as archive
-from pipeline.archive.engine import upgrade
+from pipeline.archive.engine import create_engine, upgrade
 from pipeline.archive.lines import JSONB_REFUSED, NUL_REFUSED
 from pipeline.archive.writer import ArchiveWriter
 from pipeline.errors import ArchiveSchemaError, ArchiveUnavailableError
@@ -344,6 +344,26 @@ def test_large_values_are_compressed_with_lz4_where_the_server_has_it(
     )
     result = _rows(engine, "SELECT pg_column_compression(result) AS c FROM tool_calls")
     assert [r.c for r in stored] == ["lz4"] and [r.c for r in result] == ["lz4"]
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_archive_sessions_run_without_jit(settings: Settings, read_only: bool) -> None:
+    """engine.py, ``SESSION_OPTIONS``: no session compiles a plan; read-only ones stay read only.
+
+    The server's own default is ``jit = on`` (PostgreSQL 11+), so the setting is the engine's.
+    """
+    engine = create_engine(settings, read_only=read_only)
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SHOW jit").scalar_one() == "off"
+            read_only_now = conn.exec_driver_sql("SHOW transaction_read_only").scalar_one()
+            assert read_only_now == ("on" if read_only else "off")
+            default = conn.exec_driver_sql(
+                "SELECT boot_val FROM pg_settings WHERE name = 'jit'"
+            ).scalar_one()
+            assert default == "on"
+    finally:
+        engine.dispose()
 
 
 def test_archive_sessions_send_bytes_and_lists_in_binary(engine: sa.Engine) -> None:
