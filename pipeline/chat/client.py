@@ -61,10 +61,14 @@ logger = logging.getLogger(__name__)
 DEFAULT_CONNECT_TIMEOUT_S: Final = 5.0
 DEFAULT_READ_TIMEOUT_S: Final = 120.0
 DEFAULT_CONCURRENCY: Final = 8
-STREAMS_PER_POOL: Final = 10
+STREAMS_PER_POOL: Final = 5
 """Streams one ``httpx.AsyncClient`` (one httpcore pool) carries. httpcore's pool scans every
-connection and waiting request each time a request starts or ends, so one pool for hundreds of
-streams spends most of the event loop there (bench/README.md, "Stream driving")."""
+connection and waiting request each time a request starts or ends, and for each idle connection
+counts them all again (quadratic in the pool's connections), so one pool for hundreds of streams
+spends most of the event loop there (bench/README.md, "Stream driving"). 100 short streams at
+once, worker CPU per stream: pools of 10 1.21, of 5 1.14-1.16, of 3 1.11, of 2 1.16 ms (a plain
+httpx reader: per 10 0.89-0.92, per 5 0.76-0.80, per 3 0.81-0.86 ms); 5 keeps the choice of
+the least busy pool (a scan of the pools) short at 1,000 streams."""
 ERROR_BODY_LIMIT_BYTES: Final = 64 * 1024
 """How much of an error response's body is read to find its message."""
 ERROR_MESSAGE_CHARS: Final = 500
