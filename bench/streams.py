@@ -7,12 +7,12 @@ Each measurement runs in a fresh process (:mod:`bench.drive`) against the synthe
   :func:`pipeline.worker.app.run_worker`); faust's consumption of ``chat.requests`` is not
   included (the end-to-end benchmark has it);
 * ``httpx``: the baseline, plain httpx reading and discarding on asyncio's own event loop (as
-  a plain script runs, and as the paced benchmark's reader does), one ``AsyncClient`` per 10
+  a plain script runs, and as the paced benchmark's reader does), one ``AsyncClient`` per 5
   streams (the fastest plain-httpx layout here; see ``bench/README.md``);
 * ``httpx-one-client``: the same with one ``AsyncClient`` for all streams, as a naive script
   would (httpcore's pool degrades with the number of connections it holds; the worker's
   ChatClient splits its connections into pools of ``pipeline.chat.client.STREAMS_PER_POOL``, so the
-  like-for-like baseline is the per-10 one).
+  like-for-like baseline is the per-5 one).
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ from typing import Any, Final
 from bench import processes
 from bench.archive_schema import BenchSpace
 
-SHARD: Final = 10
+SHARD: Final = 5
+"""Streams per ``AsyncClient`` in the baseline: the fastest plain-httpx layout measured here
+(2026-11-27, C=100: per 3 0.81-0.86, per 5 0.76-0.80, per 10 0.89-0.92, per 20 1.55 ms of CPU
+per stream), as the worker's ``STREAMS_PER_POOL``."""
 WORKER_LOOP: Final = "uvloop"
 """The worker process's event loop (``pipeline.worker.app``); until 2026-11-27 the worker mode
 ran on asyncio's, which cost it 12-15% more CPU per line than the worker pays (bench README,

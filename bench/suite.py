@@ -118,7 +118,9 @@ def _level(url: str, space: BenchSpace, concurrency: int, count: int) -> list[Re
     found = streams.measure_level(url, space, concurrency=concurrency, streams=count)
     ours, base, one = found["worker"], found["httpx"], found["httpx-one-client"]
     name = f"stream-c{concurrency}"
-    label = f"plain asyncio+httpx reading the same {count} streams, one AsyncClient per 10"
+    label = (
+        f"plain asyncio+httpx reading the same {count} streams, one AsyncClient per {streams.SHARD}"
+    )
     target = STREAM_TARGET if concurrency == 100 else None
     details = {mode: drive.figures for mode, drive in found.items()}
     results = [
