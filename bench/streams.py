@@ -26,9 +26,9 @@ from bench import processes
 from bench.archive_schema import BenchSpace
 
 SHARD: Final = 5
-"""Streams per ``AsyncClient`` in the baseline: the fastest plain-httpx layout measured here
-(2026-11-27, C=100: per 3 0.81-0.86, per 5 0.76-0.80, per 10 0.89-0.92, per 20 1.55 ms of CPU
-per stream), as the worker's ``STREAMS_PER_POOL``."""
+"""Streams per ``AsyncClient`` in the baseline, as the worker's ``STREAMS_PER_POOL``: among the
+fastest plain-httpx layouts measured here (2026-11-27, C=100, 1,000 streams, clients sharing one
+SSL context: per 3 0.65-0.69, per 5 0.67-0.68, per 10 0.88-0.89 ms of CPU per stream)."""
 WORKER_LOOP: Final = "uvloop"
 """The worker process's event loop (``pipeline.worker.app``); until 2026-11-27 the worker mode
 ran on asyncio's, which cost it 12-15% more CPU per line than the worker pays (bench README,

@@ -67,8 +67,8 @@ connection and waiting request each time a request starts or ends, and for each 
 counts them all again (quadratic in the pool's connections), so one pool for hundreds of streams
 spends most of the event loop there (bench/README.md, "Stream driving"). 100 short streams at
 once, worker CPU per stream: pools of 10 1.21, of 5 1.14-1.16, of 3 1.11, of 2 1.16 ms (a plain
-httpx reader: per 10 0.89-0.92, per 5 0.76-0.80, per 3 0.81-0.86 ms); 5 keeps the choice of
-the least busy pool (a scan of the pools) short at 1,000 streams."""
+httpx reader likewise: per 10 0.88-0.89, per 5 0.67-0.68, per 3 0.65-0.69 ms); 5 keeps the
+choice of the least busy pool (a scan of the pools) short at 1,000 streams."""
 ERROR_BODY_LIMIT_BYTES: Final = 64 * 1024
 """How much of an error response's body is read to find its message."""
 ERROR_MESSAGE_CHARS: Final = 500
