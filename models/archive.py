@@ -15,6 +15,8 @@ import math
 import re
 from typing import Any, Final
 
+from models.json_values import NUMBER_MARKS
+
 NAMING_CONVENTION: Final = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -129,11 +131,9 @@ def _storable_int(value: Any) -> Any:
 
 
 _SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
-_NUMBER_MARKS: Final = bytes.maketrans(b"123456789E+-", b"000000000eee")
-"""Every digit as ``0``, ``E`` and the signs as ``e``: ``e000`` in the result is where a
-three-digit exponent may be (``e``, ``e+`` and ``E-`` before three digits all read ``e000``),
-and ``0`` only ever stands for a digit."""
 _EXPONENT_MARK: Final = b"e000"
+"""In a line translated with :data:`models.json_values.NUMBER_MARKS`, where a three-digit exponent
+may be (``e``, ``e+`` and ``E-`` before three digits all read ``e000``)."""
 _LONG_DIGIT_RUN: Final = b"0" * 100
 """100 digits in a row. A number without a three-digit exponent overflows a float only with
 at least 210 digits before its point (``e99`` at most), so every such number has this run;
@@ -171,7 +171,7 @@ def storable_as_parsed(raw: bytes) -> bool:
         return False
     if b"NaN" in raw or b"Infinity" in raw:
         return False
-    marked = raw.translate(_NUMBER_MARKS)
+    marked = raw.translate(NUMBER_MARKS)
     if _LONG_DIGIT_RUN in marked:
         return False
     at = marked.find(_EXPONENT_MARK)

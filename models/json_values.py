@@ -19,20 +19,23 @@ from typing import Any, Final
 
 import orjson
 
-_DIGITS_AS_ZERO: Final = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+NUMBER_MARKS: Final = bytes.maketrans(b"123456789E+-", b"000000000eee")
+"""A ``bytes.translate`` table: every digit becomes ``0``, ``E`` and the signs ``e``, and no other
+byte becomes ``0``, so a run of ``0`` in the result is a run of digits in the text. Shared with
+:func:`models.archive.storable_as_parsed`, which also looks for exponents (``e000``)."""
 _LONG_RUN: Final = b"0" * 19
 
 
 def exact_for_orjson(text: str | bytes) -> bool:
     r"""Returns: False when ``text`` has a run of 19 digits (an integer orjson may round).
 
-    Digits become ``0`` and everything else a space (``bytes.translate``), then the run is
+    Digits become ``0`` (``bytes.translate`` with :data:`NUMBER_MARKS`), then the run is
     searched for as a substring: on an 80 KiB SQL result of numbers, 53 µs against 700 µs for
     the regular expression ``[0-9]{19}`` (which tries every position of every long number) and
     1.7 ms for ``\d{19}``; orjson itself parses it in 116 µs.
     """
     data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-    return _LONG_RUN not in data.translate(_DIGITS_AS_ZERO)
+    return _LONG_RUN not in data.translate(NUMBER_MARKS)
 
 
 def loads(text: str | bytes) -> Any:
