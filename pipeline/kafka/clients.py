@@ -218,17 +218,33 @@ async def delivered(pending: Iterable[Pending]) -> None:
 async def partition_of(producer: AIOKafkaProducer, topic: str, key: bytes) -> int:
     """Returns: the partition of ``topic`` that records keyed ``key`` go to.
 
-    The same choice as the producer's own (aiokafka's ``DefaultPartitioner``: murmur2 of the
-    key over the partitions sorted by id, as the Java client), made once instead of per record.
+    The same choice as the producer's own (:func:`key_partition`), made once instead of per
+    record.
 
     Raises:
         RecordDeliveryError: Kafka's metadata for ``topic`` cannot be had.
     """
     try:
-        partitions = sorted(await producer.partitions_for(topic))
+        partitions = await producer.partitions_for(topic)
     except KafkaError as exc:
         raise RecordDeliveryError(f"no partitions known: {exc!r}", topic=topic) from exc
-    return int(DefaultPartitioner()(key, partitions, partitions))
+    return key_partition(key, partitions)
+
+
+def key_partition(key: bytes, partitions: Iterable[int]) -> int:
+    """Returns: the partition among ``partitions`` that a producer sends records keyed ``key`` to.
+
+    aiokafka's ``DefaultPartitioner``: murmur2 of the key, made positive, modulo the number of
+    partitions, over the partitions sorted by id, as the Java client's default partitioner
+    (``Utils.toPositive(Utils.murmur2(key)) % numPartitions``).
+
+    Raises:
+        ValueError: ``partitions`` is empty.
+    """
+    ordered = sorted(partitions)
+    if not ordered:
+        raise ValueError("no partitions to choose from")
+    return int(DefaultPartitioner()(key, ordered, ordered))
 
 
 async def _send(

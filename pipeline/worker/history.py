@@ -28,7 +28,6 @@ from typing import Final
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
-from aiokafka.partitioner import murmur2
 from pydantic import ValidationError
 from tenacity import (
     AsyncRetrying,
@@ -42,7 +41,7 @@ from tenacity import (
 from models.records import JobEvent
 from models.wire import TOPIC_JOB_EVENTS
 from pipeline.errors import RecordDeliveryError
-from pipeline.kafka.clients import create_consumer
+from pipeline.kafka.clients import create_consumer, key_partition
 from pipeline.settings import Settings
 from pipeline.worker.attempts import PriorAttempts
 
@@ -161,10 +160,9 @@ class JobHistory:
     def partition_of(self, job_id: str) -> int:
         """Returns: the ``chat.job-events`` partition of the job's records.
 
-        murmur2 of the key, as the Java client and aiokafka's default partitioner compute it.
+        The producer's choice (:func:`pipeline.kafka.clients.key_partition`).
         """
-        index = (int(murmur2(job_id.encode())) & 0x7FFFFFFF) % len(self._partitions)
-        return self._partitions[index]
+        return key_partition(job_id.encode(), self._partitions)
 
     async def prior(self, job_id: str, *, submitted_ms: int) -> PriorAttempts:
         """Returns: what the job's events say about its earlier attempts.

@@ -19,6 +19,7 @@ from pipeline.errors import (
     TransientError,
 )
 from pipeline.kafka import consumer
+from pipeline.kafka.clients import key_partition
 from pipeline.kafka.dead_letters import MAX_REASON_CHARS, send_dead_letters
 from pipeline.kafka.lag import records_behind
 
@@ -120,3 +121,29 @@ async def test_an_unacknowledged_dead_letter_is_a_delivery_error() -> None:
     error = InvalidRecordError("bad", topic=record.topic, partition=0, offset=1)
     with pytest.raises(RecordDeliveryError):
         await send_dead_letters(Producer(fail=True), "p.dlq", [(record, error)])
+
+
+# Kafka's Java client (clients/src/test/java/.../utils/UtilsTest.java, testMurmur2): the signed
+# murmur2 of these keys; the default partitioner takes toPositive(hash) % partitions.
+JAVA_MURMUR2 = {
+    b"21": -973932308,
+    b"foobar": -790332482,
+    b"a-little-bit-long-string": -985981536,
+    b"a-little-bit-longer-string": -1486304829,
+    b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+    b"abc": 479470107,
+}
+
+
+@pytest.mark.parametrize(("key", "signed"), sorted(JAVA_MURMUR2.items()))
+@pytest.mark.parametrize("count", [1, 3, 4, 12])
+def test_key_partition_is_the_java_clients_choice(key: bytes, signed: int, count: int) -> None:
+    assert key_partition(key, range(count)) == (signed & 0x7FFFFFFF) % count
+
+
+def test_key_partition_orders_partitions_by_id_and_refuses_none() -> None:
+    ids = [40, 10, 30, 20]  # the producer's metadata gives partitions in any order
+    index = (JAVA_MURMUR2[b"foobar"] & 0x7FFFFFFF) % len(ids)
+    assert key_partition(b"foobar", ids) == sorted(ids)[index]
+    with pytest.raises(ValueError, match="no partitions"):
+        key_partition(b"foobar", [])
