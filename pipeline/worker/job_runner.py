@@ -26,6 +26,7 @@ import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
 from models.chat import AbortRequest
@@ -301,8 +302,9 @@ class JobRunner:
         """
         while True:
             deadline_at = run.started + (run.job.deadline_s or self._job_deadline_s)
-            retrying = self._retry.retrying(run.control, deadline_at=deadline_at)
-            result: tuple[ChatStream, StreamLine | None] = await retrying(self._first_line, run)
+            result = await self._retry.call(
+                partial(self._first_line, run), control=run.control, deadline_at=deadline_at
+            )
             stream, first = result
             if not (run.state.state_fetch and first is not None and _streaming(first)):
                 return result

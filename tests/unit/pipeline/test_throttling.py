@@ -205,3 +205,64 @@ async def test_first_line_latency_excludes_the_wait_for_kafka_to_take_the_line()
     terminal = await _runner([]).run(_job(), output, control=JobControl(observer=observer))
     assert terminal.kind == "completed" and len(output.lines) == 2
     assert observer.latencies and observer.latencies[0] < 0.2
+
+
+class CountingPolicy(RetryPolicy):
+    """A policy that counts the tenacity controllers it builds."""
+
+    built: list[int]
+
+    def retrying(
+        self, control: JobControl | None = None, *, deadline_at: float | None = None
+    ) -> Any:
+        self.built.append(1)
+        return super().retrying(control, deadline_at=deadline_at)
+
+
+def counting(attempts: int) -> CountingPolicy:
+    policy = CountingPolicy(attempts=attempts, initial_s=0.001, max_s=0.005)
+    object.__setattr__(policy, "built", [])
+    return policy
+
+
+class Calls:
+    """A call that fails with the given errors in turn, then answers ``"ok"``."""
+
+    def __init__(self, *errors: Exception) -> None:
+        self.errors = list(errors)
+        self.made = 0
+
+    async def __call__(self) -> str:
+        self.made += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "ok"
+
+
+async def test_policy_call_builds_no_controller_when_the_first_call_succeeds() -> None:
+    policy, call = counting(4), Calls()
+    assert await policy.call(call) == "ok"
+    assert (call.made, policy.built) == (1, [])
+
+
+async def test_policy_call_counts_the_first_failure_as_the_controllers_first_attempt() -> None:
+    failing = Calls(*(ChatServerError("down", status_code=502, url=URL) for _ in range(9)))
+    policy = counting(3)
+    with pytest.raises(ChatServerError):
+        await policy.call(failing)
+    assert failing.made == 3  # three calls in all, as a controller around every call makes
+    assert policy.built == [1]
+
+
+async def test_policy_call_tells_a_throttled_first_call_to_the_control_and_calls_again() -> None:
+    throttled = ChatThrottledError("slow down", status_code=429, url=URL, retry_after_s=0.0)
+    control, call = JobControl(), Calls(throttled)
+    assert await counting(1).call(call, control=control) == "ok"
+    assert (call.made, control.throttled) == (2, 1)  # and no failure attempt burnt (attempts=1)
+
+
+async def test_policy_call_raises_a_permanent_error_at_once() -> None:
+    policy, call = counting(4), Calls(ValueError("not transient"))
+    with pytest.raises(ValueError, match="not transient"):
+        await policy.call(call)
+    assert (call.made, policy.built) == (1, [])
