@@ -14,7 +14,6 @@ target's adaptive concurrency) and counted in :attr:`JobControl.throttled`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import time
@@ -209,22 +208,29 @@ class JobControl:
     """
 
     def __init__(self, observer: Throttling | None = None) -> None:
-        self._requested = asyncio.Event()
         self._observer = observer
+        self._on_abort: Callable[[str], None] | None = None
         self.reason: str | None = None
         self.throttled = 0
         self.call_started = time.monotonic()
 
     def request_abort(self, reason: str) -> None:
-        """Asks the runner to abort the chat (the deadline, a cancellation)."""
+        """Asks the runner to abort the chat (the deadline, a cancellation); the first wins."""
         if self.reason is None:
             self.reason = reason
-            self._requested.set()
+            if self._on_abort is not None:
+                self._on_abort(reason)
 
-    async def wait(self) -> str:
-        """Returns: the reason, once an abort is requested."""
-        await self._requested.wait()
-        return self.reason or ""
+    def on_abort(self, listener: Callable[[str], None] | None) -> None:
+        """Sets who is told the reason when an abort is requested (None: nobody).
+
+        The runner's attempt listens while its stream is open (a callback, not a task per
+        job: ``bench/README.md``, "sixth round"); a request made before it listened is told
+        at once.
+        """
+        self._on_abort = listener
+        if listener is not None and self.reason is not None:
+            listener(self.reason)
 
     def on_throttled(self, retry_after_s: float | None) -> None:
         """Counts a throttled answer and tells the observer."""

@@ -265,15 +265,27 @@ class JobRunner:
     async def _drive(self, run: _Run, output: Output) -> BaseException | None:
         """Streams the job under its deadline; returns what ended it early (None: nothing)."""
         deadline_s = run.job.deadline_s or self._job_deadline_s
+        loop = asyncio.get_running_loop()
+        aborting: list[asyncio.Task[None]] = []
         try:
             async with asyncio.timeout(deadline_s + self._abort_grace_s) as hard_stop:
-                watchdog = asyncio.create_task(self._watch(run, deadline_s, hard_stop))
+
+                def abort(reason: str) -> None:  # once, from the timer or a cancellation
+                    close_at = loop.time() + self._abort_grace_s
+                    hard_stop.reschedule(min(hard_stop.when() or close_at, close_at))
+                    aborting.append(asyncio.create_task(self._abort(run, reason)))
+
+                deadline = loop.call_later(deadline_s, run.control.request_abort, DEADLINE_REASON)
+                run.control.on_abort(abort)
                 try:
                     await self._stream(run, output)
                 finally:
+                    deadline.cancel()
+                    run.control.on_abort(None)
                     run.control.stream_ended()
-                    watchdog.cancel()
-                    await asyncio.gather(watchdog, return_exceptions=True)
+                    for task in aborting:
+                        task.cancel()
+                    await asyncio.gather(*aborting, return_exceptions=True)
         except _OutputFailedError as exc:
             raise exc.error from exc.error.__cause__
         except (PipelineError, TimeoutError) as exc:
@@ -357,15 +369,12 @@ class JobRunner:
         if run.state.answered and not answered:
             metrics.FINAL_ANSWER_S.observe(time.monotonic() - run.started)
 
-    async def _watch(self, run: _Run, deadline_s: float, hard_stop: asyncio.Timeout) -> None:
-        """At the deadline or on request: abort the chat, and close the stream after a grace."""
-        try:
-            reason = await asyncio.wait_for(run.control.wait(), timeout=deadline_s)
-        except TimeoutError:
-            run.control.request_abort(DEADLINE_REASON)
-            reason = DEADLINE_REASON
-        close_at = asyncio.get_running_loop().time() + self._abort_grace_s
-        hard_stop.reschedule(min(hard_stop.when() or close_at, close_at))
+    async def _abort(self, run: _Run, reason: str) -> None:
+        """Calls the abort endpoint once the chat id is known.
+
+        The stream is closed ``abort_grace_s`` after the request by the attempt's timeout
+        (:meth:`_drive`), whether or not the agent stops.
+        """
         job = run.job
         logger.warning("job abort requested job_id=%s reason=%s", job.job_id, reason)
         await run.chat_id_known.wait()

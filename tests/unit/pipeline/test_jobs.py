@@ -330,6 +330,61 @@ async def test_run_cancellation_through_control_aborts_the_chat() -> None:
     assert (terminal.kind, terminal.error) == ("aborted", "cancelled: operator")
 
 
+async def test_run_requested_before_the_stream_opened_aborts_once_the_chat_id_is_known() -> None:
+    aborted = asyncio.Event()
+
+    async def endless() -> AsyncIterator[bytes]:
+        yield CUTOFF
+        await asyncio.wait_for(aborted.wait(), timeout=5)
+        yield b'{"id":"__aborted__","code":"chat_aborted"}\n'
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/abort"):
+            aborted.set()
+            return httpx.Response(204)
+        return httpx.Response(200, content=endless())
+
+    control = JobControl()
+    control.request_abort("cancelled: operator")  # before the attempt listens
+    terminal = await asyncio.wait_for(
+        _runner(handler).run(_job(), RecordingOutput(), control=control), timeout=5
+    )
+    assert (terminal.kind, terminal.error, terminal.line_count) == (
+        "aborted",
+        "cancelled: operator",
+        2,
+    )
+
+
+async def test_run_streams_without_a_task_of_its_own_until_an_abort_is_requested() -> None:
+    tasks_seen: list[int] = []
+
+    async def watched() -> AsyncIterator[bytes]:
+        for part in (CUTOFF, b'{"id":"m1","content":"hi"}\n'):
+            tasks_seen.append(len(asyncio.all_tasks()))
+            yield part
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=watched())
+
+    before = len(asyncio.all_tasks())
+    terminal = await _runner(handler).run(_job(), RecordingOutput())
+    assert terminal.kind == "completed"
+    assert tasks_seen == [before, before]  # the deadline is a timer, not a watchdog task
+
+
+def test_control_tells_its_listener_the_first_reason_once() -> None:
+    control, told = JobControl(), list[str]()
+    control.on_abort(told.append)
+    control.request_abort("deadline exceeded")
+    control.request_abort("cancelled: operator")
+    control.on_abort(None)
+    assert (told, control.reason) == (["deadline exceeded"], "deadline exceeded")
+    late: list[str] = []
+    control.on_abort(late.append)  # a listener after the request is told at once
+    assert late == ["deadline exceeded"]
+
+
 async def test_run_line_the_output_can_never_hold_fails_the_job() -> None:
     handler, _ = _counting([httpx.Response(200, content=CUTOFF + b"{}\n{}\n")])
     output = RecordingOutput(fail_line=2, error=LineTooBigError("too big"))
