@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from models import wire
 from models.records import ChatJob, LineEnvelope
-from pipeline.kafka.clients import create_consumer, ensure_topics
+from pipeline.kafka.clients import DEFAULT_PARTITIONS, create_consumer, ensure_topics, key_partition
 from pipeline.settings import Settings
 from tests.integration.pipeline.worker_support import (
     ALL_TOPICS,
@@ -67,9 +67,11 @@ async def test_worker_fans_out_every_line_byte_identical_and_in_order(
     assert lines[0].received_at <= lines[-1].received_at
     assert lines[3].parse_error is not None and "UTF-8" in lines[3].parse_error
     assert lines[4].parse_error is not None and "JSON" in lines[4].parse_error
-    assert {r.partition for r in topic_reader.of(wire.TOPIC_LINES, job.job_id)} == {
-        topic_reader.of(wire.TOPIC_JOB_EVENTS, job.job_id)[0].partition
-    }
+    producers_choice = {key_partition(job.job_id.encode(), range(DEFAULT_PARTITIONS))}
+    assert {r.partition for r in topic_reader.of(wire.TOPIC_LINES, job.job_id)} == producers_choice
+    assert {r.partition for r in topic_reader.of(wire.TOPIC_JOB_EVENTS, job.job_id)} == (
+        producers_choice
+    )
     assert [e.kind for e in topic_reader.events(job.job_id)] == [
         "started",
         "first_line",
