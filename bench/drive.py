@@ -8,9 +8,11 @@ Modes (issue 6, benchmark 2):
   real idempotent
   aiokafka producer (``started``, every line to ``chat.lines``, ``first_line``, the terminal
   event, all acknowledged by Kafka before a job counts as done), with the worker process's
-  collector settings (:func:`pipeline.collector.settle`).
+  collector settings (:func:`pipeline.collector.settle`);
+* ``floor``: the same client, output and producers without the job's logic
+  (:func:`drive_floor`): the least a worker can spend per stream.
 
-Both read the same jobs (the fixture's questions in turn) from the synthetic endpoint at the
+All read the same jobs (the fixture's questions in turn) from the synthetic endpoint at the
 same concurrency, after the same warm-up. A fresh process per measurement keeps the resident
 set size honest: ``rss_peak - rss_before`` over the timed part, divided by the concurrency, is
 the memory per in-flight stream. The figures go to stdout as one JSON object.
@@ -26,7 +28,7 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from contextlib import AsyncExitStack, aclosing, asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, Final
 
@@ -37,15 +39,16 @@ from bench.results import summary
 from bench.transcripts import load_transcripts, sent_at_of
 from bench.workload import bench_jobs, request_bodies
 from models import wire
-from models.records import ChatJob, Headers
+from models.records import ChatJob, EventKind, Headers, JobEvent, LineHeaders
 from pipeline import collector
 from pipeline.chat.client import ChatClient
 from pipeline.kafka.clients import LINES_LINGER_MS, JobOutput, create_producer, ensure_topics
 from pipeline.settings import Settings
-from pipeline.worker.job_control import JobControl
+from pipeline.worker.job_control import JobControl, chat_request
 from pipeline.worker.job_runner import JobRunner
 
 RSS_SAMPLE_S: Final = 0.02
+KAFKA_MODES: Final = ("worker", "floor")
 Producers = tuple[AIOKafkaProducer, AIOKafkaProducer]
 """The worker's producers: lifecycle events (no linger), lines (:data:`LINES_LINGER_MS`)."""
 PAGE_KIB: Final = os.sysconf("SC_PAGE_SIZE") // 1024
@@ -178,6 +181,62 @@ async def drive_worker(
     return done
 
 
+async def drive_floor(
+    settings: Settings,
+    producers: Producers,
+    jobs: Sequence[ChatJob],
+    *,
+    concurrency: int,
+    latencies: list[float],
+) -> dict[str, int]:
+    """The least a worker can do per job: the worker's client and output, no job logic.
+
+    Per job, with the same :class:`ChatClient` and :class:`JobOutput` as :func:`drive_worker`:
+    a ``started`` event, acknowledged; every line with its headers; the lines acknowledged;
+    a ``completed`` event, acknowledged. No retries, deadline, abort, admission, first-line
+    event, byte checks or metrics: what is left is the HTTP read and the Kafka records, so this
+    mode's CPU per stream is a floor for the worker's (``stream-c<C>-floor``).
+
+    Returns:
+        ``{"lines": lines produced, "completed": jobs completed}``.
+    """
+    producer, lines_producer = producers
+    client = ChatClient(settings.model_copy(update={"worker_concurrency": concurrency}))
+    slots = asyncio.Semaphore(concurrency)
+    done = {"lines": 0, "completed": 0}
+
+    async def one(job: ChatJob) -> None:
+        async with slots:
+            output = TimedOutput(producer, settings, job.job_id, lines_producer=lines_producer)
+            output.latencies_s = latencies
+            headers = LineHeaders(1, job.submitted_at)
+            await output.send_event(_event(job, "started"))
+            await output.delivered()
+            count = 0
+            async with aclosing(client.stream_chat(job.chat_url, chat_request(job))) as lines:
+                async for line in lines:
+                    count += 1
+                    at = line.received_at
+                    await output.send_line(line.raw, headers.of(line.line_no, at, True, None))
+        await output.delivered()
+        await output.send_event(_event(job, "completed", line_count=count))
+        await output.delivered()
+        done["lines"] += count
+        done["completed"] += 1
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for job in jobs:
+                group.create_task(one(job))
+    finally:
+        await client.aclose()
+    return done
+
+
+def _event(job: ChatJob, kind: EventKind, **fields: Any) -> JobEvent:
+    return JobEvent(job_id=job.job_id, run_id=job.run_id, kind=kind, attempt=1, **fields)
+
+
 class _Slot:
     """A stream slot, given back when the job's stream closes (``Throttling.stream_ended``).
 
@@ -217,6 +276,11 @@ async def _run_mode(
     jobs: Sequence[ChatJob],
     latencies: list[float],
 ) -> dict[str, int]:
+    if args.mode == "floor":
+        assert producers is not None
+        return await drive_floor(
+            settings, producers, jobs, concurrency=args.concurrency, latencies=latencies
+        )
     if producers is not None:
         return await drive_worker(
             settings,
@@ -247,11 +311,11 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     jobs = bench_jobs(transcripts, args.jobs, chat_url=args.url)
     async with AsyncExitStack() as stack:
         producers = None
-        if args.mode == "worker":
+        if args.mode in KAFKA_MODES:
             await ensure_topics(settings, (wire.TOPIC_LINES, wire.TOPIC_JOB_EVENTS))
             producers = await stack.enter_async_context(started_producers(settings))
         await _run_mode(args, settings, producers, warm, [])
-        if args.mode == "worker":
+        if args.mode in KAFKA_MODES:
             collector.settle()  # as pipeline.worker.app.run_worker does once started
         else:
             gc.collect()
@@ -298,7 +362,7 @@ def _write_profile(profiler: Any, path: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Command line (see ``--help``); Kafka settings come from ``CHATSCRIBE_*`` variables."""
     parser = argparse.ArgumentParser(description="One stream-driving measurement.")
-    parser.add_argument("--mode", choices=("httpx", "worker"), required=True)
+    parser.add_argument("--mode", choices=("httpx", *KAFKA_MODES), required=True)
     parser.add_argument("--url", required=True, help="The synthetic chat endpoint.")
     parser.add_argument("--jobs", type=int, required=True)
     parser.add_argument("--concurrency", type=int, required=True)

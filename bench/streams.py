@@ -12,7 +12,9 @@ Each measurement runs in a fresh process (:mod:`bench.drive`) against the synthe
 * ``httpx-one-client``: the same with one ``AsyncClient`` for all streams, as a naive script
   would (httpcore's pool degrades with the number of connections it holds; the worker's
   ChatClient splits its connections into pools of ``pipeline.chat.client.STREAMS_PER_POOL``, so the
-  like-for-like baseline is the per-5 one).
+  like-for-like baseline is the per-5 one);
+* ``floor``: the worker's client and Kafka output with none of the job's logic (retries,
+  deadline, abort, admission, events beyond ``started`` and ``completed``): a floor for ``worker``.
 """
 
 from __future__ import annotations
@@ -111,5 +113,6 @@ def measure_level(
         "httpx": drive("httpx", streams_per_client=SHARD, **common),
         "httpx-one-client": drive("httpx", streams_per_client=0, **common),
         "worker": drive("worker", streams_per_client=0, loop=WORKER_LOOP, **common),
+        "floor": drive("floor", streams_per_client=0, loop=WORKER_LOOP, **common),
     }
     return found

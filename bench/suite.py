@@ -135,6 +135,13 @@ def _level(url: str, space: BenchSpace, concurrency: int, count: int) -> list[Re
         ),
         Result(f"{name}-streams", ours.streams_per_s, base.streams_per_s, "streams/s", label),
         Result(
+            f"{name}-floor",
+            found["floor"].lines_per_s,
+            base.lines_per_s,
+            "lines/s",
+            label + "; ours: the worker's client and Kafka output without the job's logic",
+        ),
+        Result(
             f"{name}-one-client",
             ours.lines_per_s,
             one.lines_per_s,
