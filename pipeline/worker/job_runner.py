@@ -271,8 +271,9 @@ class JobRunner:
             async with asyncio.timeout(deadline_s + self._abort_grace_s) as hard_stop:
 
                 def abort(reason: str) -> None:  # once, from the timer or a cancellation
-                    close_at = loop.time() + self._abort_grace_s
-                    hard_stop.reschedule(min(hard_stop.when() or close_at, close_at))
+                    if not hard_stop.expired():  # expiring: the stream is being closed anyway
+                        close_at = loop.time() + self._abort_grace_s
+                        hard_stop.reschedule(min(hard_stop.when() or close_at, close_at))
                     aborting.append(asyncio.create_task(self._abort(run, reason)))
 
                 deadline = loop.call_later(deadline_s, run.control.request_abort, DEADLINE_REASON)
