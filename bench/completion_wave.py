@@ -73,6 +73,28 @@ def interleaved(per_job: Sequence[Sequence[LineEnvelope]]) -> list[LineEnvelope]
     return [lines[n] for n in range(longest) for lines in per_job if n < len(lines)]
 
 
+def paced_jobs(count: int, *, at: datetime | None = None) -> list[list[LineEnvelope]]:
+    """Returns: the lines of ``count`` jobs as the sink decodes them, each job a paced turn.
+
+    The turns of :func:`bench.paced_turns.turns` in turn (issue 13's defaults), each under a
+    fresh job id, attempt 1, received and submitted at ``at`` (default: now).
+    """
+    paced = turns(load_transcripts(), Pacing())
+    now = at or datetime.now(UTC)
+    per_job: list[list[LineEnvelope]] = []
+    for number in range(count):
+        job_id = str(uuid.uuid4())
+        per_job.append(
+            [
+                LineEnvelope.from_raw(
+                    job_id=job_id, attempt=1, line_no=n, raw=raw, received_at=now, job_at=now
+                )
+                for n, raw in enumerate(paced[number % len(paced)], start=1)
+            ]
+        )
+    return per_job
+
+
 def measure(space: BenchSpace, *, jobs: int, batch: int) -> Wave:
     """Archives ``jobs`` paced turns, then their completions in one batch; returns the figures.
 
@@ -81,20 +103,7 @@ def measure(space: BenchSpace, *, jobs: int, batch: int) -> Wave:
     """
     if jobs < 1 or batch < 1:
         raise ValueError("jobs and batch must be positive")
-    paced = turns(load_transcripts(), Pacing())
-    now = datetime.now(UTC)
-    per_job: list[list[LineEnvelope]] = []
-    for number in range(jobs):
-        job_id = str(uuid.uuid4())
-        raw_lines = paced[number % len(paced)]
-        per_job.append(
-            [
-                LineEnvelope.from_raw(
-                    job_id=job_id, attempt=1, line_no=n, raw=raw, received_at=now, job_at=now
-                )
-                for n, raw in enumerate(raw_lines, start=1)
-            ]
-        )
+    per_job = paced_jobs(jobs)
     ids = [lines[0].job_id for lines in per_job]
     writer = ArchiveWriter.from_settings(space.settings)
     try:

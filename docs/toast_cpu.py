@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from bench.archive_schema import BenchSpace
+from bench.completion_wave import paced_jobs
 from bench.paced import cpu_s
-from bench.paced_turns import Pacing, turns
-from bench.transcripts import load_transcripts
-from models.records import JobEvent, LineEnvelope
+from models.records import JobEvent
 from pipeline.archive.writer import ArchiveWriter
 
 
@@ -34,8 +31,6 @@ def main() -> None:
     """Prints the figures of one mode (module docstring)."""
     mode = sys.argv[1]
     jobs_count = int(sys.argv[2]) if len(sys.argv) > 2 else 200
-    found = turns(load_transcripts(), Pacing())
-    now = datetime.now(UTC)
     space = BenchSpace.new("toast")
     space.create()
     writer = ArchiveWriter.from_settings(space.settings)
@@ -51,18 +46,7 @@ def main() -> None:
         with writer._engine.connect() as conn:
             pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
             setting = conn.exec_driver_sql("SHOW default_toast_compression").scalar_one()
-        jobs = []
-        for n in range(jobs_count):
-            job_id = str(uuid.uuid4())
-            turn = found[n % len(found)]
-            jobs.append(
-                [
-                    LineEnvelope.from_raw(
-                        job_id=job_id, attempt=1, line_no=i, raw=raw, received_at=now, job_at=now
-                    )
-                    for i, raw in enumerate(turn, start=1)
-                ]
-            )
+        jobs = paced_jobs(jobs_count)
         started = [
             JobEvent(job_id=j[0].job_id, run_id="r", kind="started", attempt=1) for j in jobs
         ]

@@ -308,7 +308,8 @@ async def test_run_aborts_as_soon_as_the_chat_id_arrives_after_the_deadline() ->
     )
 
 
-async def test_run_cancellation_through_control_aborts_the_chat() -> None:
+def _abortable() -> Handler:
+    """A chat that streams the chat id, then waits for its abort call and ends ``__aborted__``."""
     aborted = asyncio.Event()
 
     async def endless() -> AsyncIterator[bytes]:
@@ -322,8 +323,13 @@ async def test_run_cancellation_through_control_aborts_the_chat() -> None:
             return httpx.Response(204)
         return httpx.Response(200, content=endless())
 
+    return handler
+
+
+async def test_run_cancellation_through_control_aborts_the_chat() -> None:
     control = JobControl()
-    task = asyncio.create_task(_runner(handler).run(_job(), RecordingOutput(), control=control))
+    run = _runner(_abortable()).run(_job(), RecordingOutput(), control=control)
+    task = asyncio.create_task(run)
     await asyncio.sleep(0.05)
     control.request_abort("cancelled: operator")
     terminal = await asyncio.wait_for(task, timeout=5)
@@ -331,23 +337,10 @@ async def test_run_cancellation_through_control_aborts_the_chat() -> None:
 
 
 async def test_run_requested_before_the_stream_opened_aborts_once_the_chat_id_is_known() -> None:
-    aborted = asyncio.Event()
-
-    async def endless() -> AsyncIterator[bytes]:
-        yield CUTOFF
-        await asyncio.wait_for(aborted.wait(), timeout=5)
-        yield b'{"id":"__aborted__","code":"chat_aborted"}\n'
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/abort"):
-            aborted.set()
-            return httpx.Response(204)
-        return httpx.Response(200, content=endless())
-
     control = JobControl()
     control.request_abort("cancelled: operator")  # before the attempt listens
     terminal = await asyncio.wait_for(
-        _runner(handler).run(_job(), RecordingOutput(), control=control), timeout=5
+        _runner(_abortable()).run(_job(), RecordingOutput(), control=control), timeout=5
     )
     assert (terminal.kind, terminal.error, terminal.line_count) == (
         "aborted",
