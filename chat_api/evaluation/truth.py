@@ -3,8 +3,9 @@
 A question's ``truth`` in the questions file is a small mapping, read here and computed on the
 frames of :mod:`chat_api.evaluation.frames` (never through the agent's model or SQL):
 
-- ``{value: count|mean|sum|min|max|nunique|share, col: arr_delay, of: {...}, where: {...}}``: one
-  number (``share``: the percentage of the ``where`` rows that also meet ``of``);
+- ``{value: count|mean|median|sum|min|max|nunique|share, col: arr_delay, of: {...},
+  where: {...}}``: one number (``share``: the percentage of the ``where`` rows that also meet
+  ``of``);
 - ``{rows: <aggregation>, col, by: carrier|[origin, dest], where, order: desc|asc, limit: 3}``:
   one number per group; ``order`` makes it a ranking (the first ``limit`` rows, in order);
 - ``{compare: <aggregation>, col, sides: {"JFK": {origin: JFK}, "LGA": {origin: LGA}}, where}``:
@@ -114,7 +115,7 @@ def _aggregate(data: pd.DataFrame, agg: str, spec: Mapping[str, Any]) -> float:
     column = data[str(spec["col"])]
     if agg == "nunique":
         return float(column.nunique())
-    if agg not in ("mean", "sum", "min", "max"):
+    if agg not in ("mean", "median", "sum", "min", "max"):
         raise TruthSpecError(f"unknown aggregation {agg!r}")
     return float(getattr(column, agg)())
 

@@ -41,6 +41,8 @@ def test_the_set_has_200_turns_in_every_category_with_personas() -> None:
          "WHERE carrier = 'EV'"),
         ({"value": "count", "where": {"weekday": "Saturday", "day": "1..7"}},
          "SELECT count(*) FROM flights WHERE dayname(time_hour) = 'Saturday' AND day <= 7"),
+        ({"value": "median", "col": "arr_delay", "where": {"origin": "JFK"}},
+         "SELECT median(arr_delay) FROM flights WHERE origin = 'JFK'"),
         ({"value": "mean", "col": "dep_delay", "where": {"w_visib": "< 1"}},
          "SELECT avg(f.dep_delay) FROM flights f JOIN (SELECT DISTINCT ON (origin, year, month, "
          "day, hour) * FROM weather) w USING (origin, year, month, day, hour) WHERE w.visib < 1"),
@@ -116,3 +118,14 @@ def test_fresh4_is_25_or_more_turns_tagged_by_its_file_name() -> None:
     questions = load_questions(path, tag=file_tag(path))
     assert sum(len(i.all_turns()) for i in questions.items) >= 25
     assert {item.tag for item in questions.items} == {"fresh-4"}
+
+
+def test_fresh5_is_16_turns_half_of_them_medians_tagged_by_its_file_name() -> None:
+    from chat_api.evaluation import file_tag
+
+    path = FRESH_FILE.parent / "questions_fresh5.yaml"
+    questions = load_questions(path, tag=file_tag(path))
+    truths = [turn.truth for item in questions.items for turn in item.all_turns()]
+    assert len(truths) == 16
+    assert sum("median" in (t.get("value"), t.get("rows"), t.get("compare")) for t in truths) == 8
+    assert {item.tag for item in questions.items} == {"fresh-5"}
