@@ -14,8 +14,12 @@ Every cube is aliased by its name in the compiled SQL, so a rendered expression 
 are qualified with schema ``main`` so that a query's CTE can never shadow them.
 
 Measures render to a row-level *input* (their ``sql``, wrapped in ``CASE WHEN <filters>``) and
-an aggregation; a ``number`` measure renders to a formula over other measures of its cube, held
-as placeholder columns ``"__measure__"."<name>"``.
+an aggregation. A ``number`` measure is either a formula over other measures of its cube, held
+as placeholder columns ``"__measure__"."<name>"``, or, when its ``sql`` names no measure, one
+aggregate function over a row-level expression: Cube's way to write a median or a percentile
+(``MEDIAN({CUBE}.arr_delay)``, ``QUANTILE_CONT({CUBE}.arr_delay, 0.9)``; Cube documentation,
+"Measures › type: number"). Its input is the aggregate's first argument; the aggregate itself is
+kept as a template over the placeholder column ``"__measure__"."__input__"``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ if TYPE_CHECKING:
 
 PHYSICAL_SCHEMA_NAME = "main"
 MEASURE_PLACEHOLDER = "__measure__"
+INPUT_PLACEHOLDER = "__input__"
+"""Column (of table :data:`MEASURE_PLACEHOLDER`) standing for an aggregate measure's input."""
 FAN_OUT_RELATIONSHIPS = frozenset({"one_to_many", "has_many"})
 _REFERENCE = re.compile(r"\{\s*([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\s*\}")
 
@@ -57,11 +63,14 @@ class RenderedMeasure:
     ``kind`` is the measure type. ``input`` is the row-level value to aggregate (``None`` for a
     plain ``count``, which counts rows). ``formula`` (``number`` measures only) is an expression
     over placeholder columns ``"__measure__"."<measure>"`` naming other measures of the cube.
+    ``aggregate`` (``number`` measures written as one aggregate, module docstring) is that
+    aggregate over the placeholder column ``"__measure__"."__input__"``.
     """
 
     kind: str
     input: RenderedSql | None
     formula: exp.Expr | None = None
+    aggregate: exp.Expr | None = None
 
     @property
     def formula_measures(self) -> tuple[str, ...]:
@@ -152,6 +161,8 @@ class _Renderer:
         if measure.type == "number":
             if not measure.sql:
                 raise self._error(cube.name, "a number measure needs sql", measure.name)
+            if not self._names_a_measure(cube, measure.sql):
+                return self._aggregate_measure(cube, measure, measure.sql)
             formula = self.render(cube.name, measure.sql, (), where=measure.name, formula=True)
             return RenderedMeasure("number", None, formula.expression)
         value = self.render(cube.name, measure.sql, (), where=measure.name) if measure.sql else None
@@ -164,6 +175,42 @@ class _Renderer:
             cubes = frozenset().union(*(c.cubes for c in conditions), value.cubes if value else ())
             value = RenderedSql(exp.Case(ifs=[exp.If(this=condition, true=then)]), cubes)
         return RenderedMeasure(measure.type, value)
+
+    def _names_a_measure(self, cube: Cube, text: str) -> bool:
+        """Whether ``text`` references a measure of ``cube`` (as :meth:`_reference` reads it)."""
+        measures = {m.name for m in cube.measures}
+        for match in _REFERENCE.finditer(text):
+            first, second = match.group(1), match.group(2)
+            name = second if first in ("CUBE", cube.name) else first if second is None else None
+            if name in measures:
+                return True
+        return False
+
+    def _aggregate_measure(self, cube: Cube, measure: Measure, text: str) -> RenderedMeasure:
+        """A ``number`` measure written as one aggregate over a row-level expression.
+
+        Raises:
+            ModelError: ``text`` is not one aggregate function call whose first argument is the
+                only one that reads columns, with no aggregate inside it.
+        """
+        rendered = self.render(cube.name, text, (), where=measure.name)
+        call = rendered.expression
+        argument = call.this if isinstance(call, exp.AggFunc) else None
+        others = [v for k, v in call.args.items() if k != "this"] if argument is not None else []
+        if (
+            not isinstance(argument, exp.Expr)
+            or argument.find(exp.AggFunc) is not None
+            or any(isinstance(o, exp.Expr) and o.find(exp.Column) for o in others)
+        ):
+            raise self._error(
+                cube.name,
+                "a number measure is a formula over measures of its cube or one aggregate "
+                "function over a row-level expression (MEDIAN({CUBE}.x))",
+                measure.name,
+            )
+        template = call.copy()
+        template.set("this", exp.column(INPUT_PLACEHOLDER, table=MEASURE_PLACEHOLDER, quoted=True))
+        return RenderedMeasure("number", RenderedSql(argument, rendered.cubes), aggregate=template)
 
     def join(self, cube: Cube, target: str, text: str) -> RenderedSql:
         if target not in self._cubes:

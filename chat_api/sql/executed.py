@@ -41,6 +41,7 @@ def _model_allowances(model: SemanticModel) -> tuple[frozenset[str], frozenset[s
     for measure in rendered.measures.values():
         roots += [measure.input.expression] if measure.input else []
         roots += [measure.formula] if measure.formula is not None else []
+        roots += [measure.aggregate] if measure.aggregate is not None else []
     tables = frozenset(t.name for root in roots for t in root.find_all(exp.Table))
     functions = frozenset(
         node.name.upper() if isinstance(node, exp.Anonymous) else node.sql_name()

@@ -12,7 +12,8 @@ need are joined. The row filter sits inside the subquery, so no construct of the
 (CTE, subquery, UNION, window) can see a row the policy hides. ``MEASURE(m)`` in the outer
 query becomes the measure's aggregation over its input column (Cube documentation, "Measure
 types": ``count`` counts rows, ``count_distinct`` counts distinct values, ``sum``/``avg``/
-``min``/``max`` ignore NULLs as SQL does, ``number`` is a formula over other measures).
+``min``/``max`` ignore NULLs as SQL does, ``number`` is a formula over other measures or the
+model's own aggregate over its input column).
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ def aggregate(model: SemanticModel, use: ViewUse, cube: str, measure: str) -> ex
         return formula
     use.measures[cube, measure] = None
     column = exp.column(measure_column(cube, measure), table=use.alias, quoted=True)
+    if rendered.aggregate is not None:  # a median, a percentile...: the model's own aggregate
+        call = rendered.aggregate.copy()
+        call.set("this", column)
+        return call
     if rendered.kind == "count_distinct":
         return exp.Count(this=exp.Distinct(expressions=[column]))
     return _AGGREGATIONS[rendered.kind](this=column)

@@ -189,6 +189,13 @@ def test_origin_user_carrier_counts_equal_hand_written_filtered_sql(
             "ORDER BY n DESC LIMIT 3 OFFSET 1",
         ),
         (
+            "SELECT carrier, MEASURE(median_arr_delay), MEASURE(median_dep_delay), "
+            "MEASURE(median_air_time), MEASURE(median_distance) FROM flights "
+            "WHERE origin = 'JFK' GROUP BY carrier ORDER BY carrier",
+            "SELECT carrier, median(arr_delay), median(dep_delay), median(air_time), "
+            "median(distance) FROM flights WHERE origin = 'JFK' GROUP BY 1 ORDER BY 1",
+        ),
+        (
             "SELECT MEASURE(avg_seats), MEASURE(max_year), MEASURE(distinct_models) FROM planes",
             "SELECT avg(seats), max(year), count(DISTINCT model) FROM planes",
         ),

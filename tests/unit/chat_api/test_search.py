@@ -37,8 +37,8 @@ def test_result_has_the_hosted_metadata_shape(model: SemanticModel, anyone: User
 def test_empty_query_lists_every_visible_member(model: SemanticModel, anyone: UserContext) -> None:
     result = names(search_members(model, "", anyone))
     assert list(result) == ["airlines", "airports", "flights", "planes", "weather"]
-    assert len(result["flights"]) == 56
-    assert sum(len(members) for members in result.values()) == 114
+    assert len(result["flights"]) == 60
+    assert sum(len(members) for members in result.values()) == 118
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,8 @@ CONTRACT = {
         "total_arr_delay min_arr_delay max_arr_delay avg_dep_delay total_dep_delay min_dep_delay "
         "max_dep_delay avg_air_time total_air_time min_air_time max_air_time "
         "distinct_destinations distinct_origins distinct_carriers distinct_planes "
-        "cancelled_count departed_count cancellation_rate",
+        "cancelled_count departed_count cancellation_rate median_distance median_arr_delay "
+        "median_dep_delay median_air_time",
         "flight_id year month day hour flight_date carrier carrier_name flight tailnum origin "
         "origin_name dest dest_name dep_delay arr_delay distance air_time plane_manufacturer "
         "plane_model plane_year weekday quarter route cancelled plane_seats dep_temp dep_humid "
@@ -243,6 +244,54 @@ def test_bad_member_sql_is_a_model_error(
     with pytest.raises(ModelError, match=message) as caught:
         load_model(folder)
     assert caught.value.file == "orders.yml"
+
+
+@pytest.mark.parametrize(
+    ("measure_sql", "message"),
+    [
+        ("{CUBE}.amount * 2", "one aggregate function over a row-level expression"),
+        ("MEDIAN(MEDIAN({CUBE}.amount))", "one aggregate function over a row-level expression"),
+        ("QUANTILE_CONT({CUBE}.amount, {CUBE}.share)", "one aggregate function over a row-level"),
+        ("{count} + MEDIAN({amount})", "may only reference measures of its cube"),
+    ],
+)
+def test_a_number_measure_is_a_formula_or_one_aggregate(
+    write_model: Callable[..., Path], measure_sql: str, message: str
+) -> None:
+    cube = f"""
+        cubes:
+          - name: orders
+            sql_table: orders
+            dimensions: [{{name: amount, sql: amount, type: number}}]
+            measures:
+              - {{name: count, type: count}}
+              - {{name: odd, type: number, sql: "{measure_sql}"}}
+        """
+    folder = write_model(orders=cube, customers=CUSTOMERS)
+    with pytest.raises(ModelError, match=message) as caught:
+        load_model(folder)
+    assert (caught.value.file, caught.value.path) == ("orders.yml", "cubes.orders.odd")
+
+
+def test_an_aggregate_number_measure_keeps_its_function_over_the_input(
+    write_model: Callable[..., Path],
+) -> None:
+    cube = """
+        cubes:
+          - name: orders
+            sql_table: orders
+            dimensions: [{name: amount, sql: amount, type: number}]
+            measures:
+              - {name: p90, type: number, sql: "QUANTILE_CONT({amount}, 0.9)"}
+        """
+    model = load_model(write_model(orders=cube, customers=CUSTOMERS))
+    rendered = model.rendered.measures["orders", "p90"]
+    assert rendered.input is not None
+    assert rendered.input.expression.sql(dialect="duckdb") == '("orders".amount)'
+    assert rendered.aggregate is not None and rendered.formula is None
+    assert rendered.aggregate.sql(dialect="duckdb") == (
+        'QUANTILE_CONT("__measure__"."__input__", 0.9)'
+    )
 
 
 def test_view_member_needing_an_unjoined_cube_is_refused(write_model: Callable[..., Path]) -> None:
