@@ -97,6 +97,7 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("agg", "sum"): "total, sum, sum of, combined, cumulative",
     ("agg", "max"): "maximum, max, peak",
     ("agg", "min"): "minimum, min",
+    ("agg", "median"): "median, medians, the median",
     ("superlative", "max"): "highest, largest, biggest, greatest, most, worst",
     ("superlative", "min"): "lowest, smallest, least, fewest",
     ("superlative", "max:distance"): "longest, farthest, furthest",
@@ -184,7 +185,7 @@ LEXICON: Mapping[tuple[str, ...], Word] = _lexicon({
     ("unsupported", "people"): "passenger, passengers, people, customers, customer, crew, "
     "pilot, pilots, travellers, travelers",
     ("unsupported", "status"): "diverted, diversion, diversions",
-    ("unsupported", "derived"): "median, percentile, percentiles, standard deviation, variance, "
+    ("unsupported", "derived"): "percentile, percentiles, standard deviation, variance, "
     "correlation, correlate, correlated, speed, speeds, growth, predict, forecast, why, fuel, "
     "emissions, load factor",
     ("unsupported", "time"): "today, yesterday, tomorrow, last week, last month, last year, "

@@ -21,10 +21,19 @@ class MeasureInfo:
     unit: str
 
 
+AGG_WORDS: Mapping[str, str] = {
+    "avg": "average",
+    "sum": "total",
+    "min": "minimum",
+    "max": "maximum",
+    "median": "median",
+}
+"""Aggregation key -> the word for it."""
+
+
 def _measure_catalogue() -> dict[str, MeasureInfo]:
-    words = {"avg": "average", "sum": "total", "min": "minimum", "max": "maximum"}
     out = {
-        f"{view}.{member}": MeasureInfo(f"{words[agg]} {label}", unit)
+        f"{view}.{member}": MeasureInfo(f"{AGG_WORDS[agg]} {label}", unit)
         for view, label, unit, members in METRICS.values()
         for agg, member in members.items()
     }
@@ -38,13 +47,17 @@ METRICS: Mapping[str, tuple[str, str, str, Mapping[str, str]]] = {
     key: (view, label, unit, dict(pair.split("=") for pair in members.split()))
     for key, (view, label, unit, members) in {
         "arr_delay": ("flights", "arrival delay", "minutes",
-                      "avg=avg_arr_delay sum=total_arr_delay min=min_arr_delay max=max_arr_delay"),
+                      "avg=avg_arr_delay sum=total_arr_delay min=min_arr_delay max=max_arr_delay "
+                      "median=median_arr_delay"),
         "dep_delay": ("flights", "departure delay", "minutes",
-                      "avg=avg_dep_delay sum=total_dep_delay min=min_dep_delay max=max_dep_delay"),
+                      "avg=avg_dep_delay sum=total_dep_delay min=min_dep_delay max=max_dep_delay "
+                      "median=median_dep_delay"),
         "distance": ("flights", "distance", "miles",
-                     "avg=avg_distance sum=total_distance min=min_distance max=max_distance"),
+                     "avg=avg_distance sum=total_distance min=min_distance max=max_distance "
+                     "median=median_distance"),
         "air_time": ("flights", "air time", "minutes",
-                     "avg=avg_air_time sum=total_air_time min=min_air_time max=max_air_time"),
+                     "avg=avg_air_time sum=total_air_time min=min_air_time max=max_air_time "
+                     "median=median_air_time"),
         "temp": ("weather", "temperature", "°F", "avg=avg_temp min=min_temp max=max_temp"),
         "humid": ("weather", "relative humidity", "%", "avg=avg_humid"),
         "wind_speed": ("weather", "wind speed", "mph",
@@ -163,12 +176,3 @@ DIM_MEMBERS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "airlines": {},
 }  # fmt: skip
 """View -> breakdown noun -> dimensions to group by."""
-
-
-AGG_WORDS: Mapping[str, str] = {
-    "avg": "average",
-    "sum": "total",
-    "min": "minimum",
-    "max": "maximum",
-}
-"""Aggregation key -> the word for it."""

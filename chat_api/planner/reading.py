@@ -70,7 +70,8 @@ _UNSUPPORTED = {
     "departure time) and arrival and departure delays in minutes (ask, for example, how many "
     "flights arrived more than 15 minutes late).",
     "derived": "'{word}' needs a calculation the data model does not define; I can give counts, "
-    "totals, averages, minimums and maximums of its measures.",
+    "totals, averages, minimums and maximums of its measures, and medians of delays, distance "
+    "and air time.",
     "time": "The data covers the year 2013 by month, day and hour, without weeks or relative "
     "dates such as '{word}'; ask about a month instead.",
     "daily": "A day-by-day breakdown is not offered; ask by month or by hour, or for one day "

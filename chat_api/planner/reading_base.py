@@ -45,7 +45,8 @@ class Ask:
         subject: A metric key of ``chat_api.planner.planner.METRICS`` (``"arr_delay"``), or a noun
         to
             count (``"flights"``, ``"destinations"``) when ``agg`` is ``"count"``.
-        agg: ``"avg"``, ``"sum"``, ``"min"``, ``"max"``, ``"count"``, or None when not said.
+        agg: ``"avg"``, ``"sum"``, ``"min"``, ``"max"``, ``"median"``, ``"count"``, or None when
+            not said.
         phrase: The words that asked for it.
         superlative: A superlative right before the metric ("lowest average ..."): a ranking
             direction, or the aggregation when nothing is grouped ("longest flight").
