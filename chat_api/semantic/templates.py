@@ -190,8 +190,8 @@ class _Renderer:
         """A ``number`` measure written as one aggregate over a row-level expression.
 
         Raises:
-            ModelError: ``text`` is not one aggregate function call whose first argument is the
-                only one that reads columns, with no aggregate inside it.
+            ModelError: ``text`` is not one aggregate function call whose first argument reads
+                columns, with no aggregate inside it, and whose other arguments read none.
         """
         rendered = self.render(cube.name, text, (), where=measure.name)
         call = rendered.expression
@@ -199,6 +199,7 @@ class _Renderer:
         others = [v for k, v in call.args.items() if k != "this"] if argument is not None else []
         if (
             not isinstance(argument, exp.Expr)
+            or argument.find(exp.Column) is None
             or argument.find(exp.AggFunc) is not None
             or any(isinstance(o, exp.Expr) and o.find(exp.Column) for o in others)
         ):
