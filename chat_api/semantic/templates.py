@@ -199,6 +199,7 @@ class _Renderer:
         others = [v for k, v in call.args.items() if k != "this"] if argument is not None else []
         if (
             not isinstance(argument, exp.Expr)
+            or isinstance(argument, exp.Distinct)  # COUNT(DISTINCT x): type count_distinct
             or argument.find(exp.Column) is None
             or argument.find(exp.AggFunc) is not None
             or any(isinstance(o, exp.Expr) and o.find(exp.Column) for o in others)

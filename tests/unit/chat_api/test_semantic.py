@@ -252,6 +252,7 @@ def test_bad_member_sql_is_a_model_error(
         ("{CUBE}.amount * 2", "one aggregate function over a row-level expression"),
         ("MEDIAN(MEDIAN({CUBE}.amount))", "one aggregate function over a row-level expression"),
         ("COUNT(*)", "one aggregate function over a row-level expression"),
+        ("COUNT(DISTINCT {CUBE}.amount)", "one aggregate function over a row-level expression"),
         ("QUANTILE_CONT({CUBE}.amount, {CUBE}.share)", "one aggregate function over a row-level"),
         ("{count} + MEDIAN({amount})", "may only reference measures of its cube"),
     ],
