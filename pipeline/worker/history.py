@@ -188,6 +188,9 @@ class JobHistory:
         consumer = self._consumer
         assert consumer is not None, "JobHistory not started"
         index = _Index(since_ms)
+        # Logged before the scan too: a takeover that never starts shows whether a scan hung
+        # or no record came (a clean-clone CI run saw one such stall after a rebalance).
+        logger.info("job history scan started topic=%s partition=%s", self._topic, partition)
         try:
             consumer.assign([tp])
             found = await consumer.offsets_for_times({tp: max(since_ms, 0)})
