@@ -306,8 +306,7 @@ class JobOutput:
         self._lines_topic = settings.topic(TOPIC_LINES)
         self._events_topic = settings.topic(TOPIC_JOB_EVENTS)
         self._pending: list[tuple[str, asyncio.Future[Any]]] = []
-        self._lines_partition: int | None = None
-        self._events_partition: int | None = None
+        self._partitions: dict[str, int] = {}  # topic -> the job's partition there
         self.lines_sent = 0
 
     def __repr__(self) -> str:
@@ -325,18 +324,7 @@ class JobOutput:
             RecordTooLargeError: The line exceeds ``max_record_bytes``.
             RecordDeliveryError: The producer could not queue it in time.
         """
-        producer = self._lines_producer
-        if self._lines_partition is None:
-            self._lines_partition = await partition_of(producer, self._lines_topic, self._key)
-        future = await _send(
-            producer,
-            self._lines_topic,
-            key=self._key,
-            value=raw,
-            headers=headers,
-            partition=self._lines_partition,
-        )
-        self._track(self._lines_topic, future)
+        await self._queue(self._lines_producer, self._lines_topic, raw, headers)
         self.lines_sent += 1
 
     async def send_event(self, event: JobEvent) -> None:
@@ -345,18 +333,7 @@ class JobOutput:
         The events' partition is computed at the first event, as the lines' is (a job sends 3-4
         events; the producer's partitioner is pure-Python murmur2, ~4 µs a record).
         """
-        if self._events_partition is None:
-            producer, topic = self._producer, self._events_topic
-            self._events_partition = await partition_of(producer, topic, self._key)
-        future = await _send(
-            self._producer,
-            self._events_topic,
-            key=self._key,
-            value=event.to_value(),
-            headers=(),
-            partition=self._events_partition,
-        )
-        self._track(self._events_topic, future)
+        await self._queue(self._producer, self._events_topic, event.to_value(), ())
 
     async def delivered(self) -> None:
         """Waits until Kafka acknowledged (``acks=all``) every record queued so far.
@@ -366,6 +343,18 @@ class JobOutput:
         """
         pending, self._pending = self._pending, []
         await delivered(pending)
+
+    async def _queue(
+        self, producer: AIOKafkaProducer, topic: str, value: bytes, headers: Headers
+    ) -> None:
+        """Sends one record of the job to its partition of ``topic`` (computed at the first)."""
+        partition = self._partitions.get(topic)
+        if partition is None:
+            partition = self._partitions[topic] = await partition_of(producer, topic, self._key)
+        future = await _send(
+            producer, topic, key=self._key, value=value, headers=headers, partition=partition
+        )
+        self._track(topic, future)
 
     def _track(self, topic: str, future: asyncio.Future[Any]) -> None:
         self._pending.append((topic, future))
