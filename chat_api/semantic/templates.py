@@ -176,13 +176,21 @@ class _Renderer:
             value = RenderedSql(exp.Case(ifs=[exp.If(this=condition, true=then)]), cubes)
         return RenderedMeasure(measure.type, value)
 
+    def _target(self, cube: str, first: str, second: str | None) -> tuple[str, str | None]:
+        """Returns: the cube and member that ``{first.second}`` or ``{first}`` names.
+
+        Read in ``cube``'s SQL; the member is None when the reference is a cube's alias.
+        """
+        if second is None and first not in ("CUBE", cube) and self._cubes[cube].find(first):
+            return cube, first
+        return (cube if first in ("CUBE", cube) else first), second
+
     def _names_a_measure(self, cube: Cube, text: str) -> bool:
-        """Whether ``text`` references a measure of ``cube`` (as :meth:`_reference` reads it)."""
+        """Whether ``text`` references a measure of ``cube`` (read as :meth:`_reference` does)."""
         measures = {m.name for m in cube.measures}
         for match in _REFERENCE.finditer(text):
-            first, second = match.group(1), match.group(2)
-            name = second if first in ("CUBE", cube.name) else first if second is None else None
-            if name in measures:
+            owner, name = self._target(cube.name, match.group(1), match.group(2))
+            if owner == cube.name and name in measures:
                 return True
         return False
 
@@ -258,10 +266,7 @@ class _Renderer:
         formula: bool,
         where: str,
     ) -> tuple[str, set[str]]:
-        owner = cube if first in ("CUBE", cube) else first
-        name = second
-        if second is None and first not in ("CUBE", cube) and self._cubes[cube].find(first):
-            owner, name = cube, first
+        owner, name = self._target(cube, first, second)
         if owner not in self._cubes:
             raise self._error(cube, f"{{{first}}} names no cube or member", where)
         if name is None:
