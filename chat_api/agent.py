@@ -31,6 +31,7 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chat_api.errors import UnreadableQuestionError
 from chat_api.planner.access import PROBE_SQL, AccessCheck, access_check
 from chat_api.planner.answers import compose_answer, compose_cannot_answer, vega_spec
 from chat_api.planner.planner import (
@@ -45,6 +46,12 @@ from chat_api.planner.plans import build_plan, describe_filter
 from chat_api.planner.shape_answers import share_answer
 from chat_api.planner.specs import PlanState, plan_state, share_specs, spec_from_state
 from chat_api.planner.vocabulary import Vocabulary
+from chat_api.reader.access import access_note
+from chat_api.reader.describe import compose, read_as
+from chat_api.reader.index import ModelIndex
+from chat_api.reader.interpret import read
+from chat_api.reader.query import Query
+from chat_api.reader.sql import semantic_sql
 from chat_api.semantic.model import SemanticModel
 from chat_api.semantic.search import search_members
 from chat_api.sql.compiler import CompiledQuery
@@ -58,6 +65,8 @@ logger = logging.getLogger(__name__)
 Line = dict[str, Any]
 """One NDJSON line as a JSON object (validates as :class:`models.chat.StreamMessage`)."""
 
+TYPED_QUERY_KEY = "typedQuery"
+"""The thread keeps the model reader's last query under this key of its opaque state."""
 DELTA_CHARS = 40
 """Content deltas end at a sentence end or after about this many characters."""
 _TOKEN = re.compile(r"\s*\S+\s*")
@@ -72,14 +81,17 @@ class Toolbox:
         model: The semantic data model (views, members, access policies).
         vocabulary: Words of the data the planner recognises (carriers, airports, months).
         warehouse: Runs compiled queries on the DuckDB file.
-        reader: Reads a question into a structured query (the deterministic rule reader by
-            default); the safety rules after it do not depend on which reader it is.
+        reader: The flights-only planner's reader (``legacy``), used when ``index`` is None.
+        index: The model's index: when given, questions are read by the model-driven reader
+            (``chat_api.reader``) into a typed query; the safety rules after it (access
+            policies, SQL guard, compiler) do not depend on which reader it is.
     """
 
     model: SemanticModel
-    vocabulary: Vocabulary
+    vocabulary: Vocabulary | None
     warehouse: Warehouse
     reader: QuestionReader = rule_reader
+    index: ModelIndex | None = None
 
 
 @dataclass(frozen=True)
@@ -128,13 +140,21 @@ class Turn:
         self._user_id = str(uuid.uuid4())
         self._final_id = str(uuid.uuid4())
         self.spec: QuerySpec | None = None
+        self.query: Query | None = None
         self.answer: str | None = None
         self.sql_queries = 0
 
     @property
     def plan_state(self) -> PlanState | None:
         """The answered query as a JSON object, the next turn's ``TurnRequest.previous``."""
+        if self.query is not None:
+            return {TYPED_QUERY_KEY: self.query.to_json()}
         return plan_state(self.spec) if self.spec is not None else None
+
+    @property
+    def answered(self) -> bool:
+        """Whether a query ran and its rows back the answer."""
+        return self.spec is not None or self.query is not None
 
     def lines(self) -> Generator[Line, None, None]:
         """Runs the turn.
@@ -149,6 +169,10 @@ class Turn:
         request = self.request
         yield self._line(wire.ID_CUTOFF, role="assistant", state=self._state(streaming=True))
         yield self._line(self._user_id, role="user", content=request.question)
+        if self._toolbox.index is not None:
+            yield from self._model_turn(self._toolbox.index)
+            return
+        assert self._toolbox.vocabulary is not None
         outcome = plan_question(
             request.question,
             vocabulary=self._toolbox.vocabulary,
@@ -170,6 +194,70 @@ class Turn:
         yield from self._answer(answer)
         yield self._line(wire.ID_STATE, state=self._state(streaming=False))
         yield self.usage_line()
+
+    def _model_turn(self, index: ModelIndex) -> Generator[Line, None, None]:
+        """The model-driven reader's turn: read, say the reading, run, answer."""
+        request = self.request
+        previous = _previous_query(request.previous)
+        try:
+            query: Query | None = read(request.question, index, previous=previous)
+        except UnreadableQuestionError as exc:
+            query, reason = None, exc.reason
+        if query is None:
+            reasoning, search = [reason], request.question
+        else:
+            reasoning, search = [read_as(query, index), *query.notes], request.question
+        if request.development_mode:
+            yield from self._thinking(reasoning)
+        yield from self._meta_tool(search)
+        if query is None:
+            answer = f"I can't answer that from the data: {reason}"
+        else:
+            answer = yield from self._run_query(query, index)
+        yield from self._answer(answer)
+        yield self._line(wire.ID_STATE, state=self._state(streaming=False))
+        yield self.usage_line()
+
+    def _run_query(self, query: Query, index: ModelIndex) -> Generator[Line, Any, str]:
+        user = self.request.user
+        checked = access_note(query, model=self._toolbox.model, index=index, user=user)
+        if checked.query is None:
+            return checked.note
+        query = checked.query
+        numeric = frozenset(
+            name for name in query.members
+            if name in index.views[query.view].members
+            and index.info(name).member.type in ("number", "boolean")
+        )  # fmt: skip
+        sql = semantic_sql(query, numeric=numeric)
+        title = read_as(query, index).removeprefix("Read as: ").rstrip(".")
+        compiled = compile_tool_query(sql, model=self._toolbox.model, user=user)
+        payload = {
+            "sqlQuery": sql, "queryTitle": title[:200], "description": read_as(query, index),
+            "userRequest": self.request.question, "memoryId": self.request.memory_id,
+        }  # fmt: skip
+        call_id = yield from self._tool_lines(wire.TOOL_SQL, payload)
+        call = {"name": wire.TOOL_SQL, "input": json.dumps(payload)}
+        outcome: QueryResult | ToolError = compiled if isinstance(compiled, dict) else {}
+        if not isinstance(compiled, dict):
+            self.sql_queries += 1
+            outcome = run_tool_query(
+                compiled, warehouse=self._toolbox.warehouse, row_limit=self.request.row_limit
+            )
+        if isinstance(outcome, dict):
+            call["result"] = json.dumps(outcome)
+            yield self._tool_line(call_id, call, in_process=False)
+            logger.info("sql tool failed chat_id=%s code=%s", self.request.chat_id, outcome["code"])
+            return f"I could not answer that: the query failed ({outcome['error']})."
+        result = result_payload(payload, outcome, row_limit=self.request.row_limit)
+        call["result"] = json.dumps(result)
+        yield self._tool_line(call_id, call, in_process=False)
+        self.query = query
+        columns = [name for name, _ in outcome.columns]
+        answer = compose(
+            query, index, columns=columns, rows=outcome.rows, total_rows=outcome.total_rows
+        )
+        return f"{checked.note}\n\n{answer}" if checked.note else answer
 
     def summaries(self) -> list[dict[str, Any]]:
         """Returns: ``{"id", "role", "content"}`` of the question and, once given, the answer."""
@@ -353,6 +441,17 @@ class Turn:
             isInProcess=False,
             graphPath=[wire.GRAPH_FINAL],
         )
+
+
+def _previous_query(state: PlanState | None) -> Query | None:
+    """The thread's last typed query, or None (a new thread, or another reader's state)."""
+    if not state or TYPED_QUERY_KEY not in state:
+        return None
+    try:
+        return Query.from_json(state[TYPED_QUERY_KEY])
+    except (KeyError, TypeError, ValueError):
+        logger.warning("thread state is not a typed query; reading afresh")
+        return None
 
 
 def answer_chunks(text: str, *, size: int = DELTA_CHARS) -> list[str]:

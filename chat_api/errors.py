@@ -8,6 +8,7 @@ a result whose JSON has an ``error`` property) with one ``except`` clause::
      ├── ModelError              the semantic data model (YAML) is invalid: file, path, message
      ├── SemanticSqlError        a Semantic SQL query was refused: code, message
      │    └── AccessDeniedError  the user may not query a view at all (code ``access_denied``)
+     ├── UnreadableQuestionError  the reader can't read a question without guessing (reason)
      ├── QueryExecutionError     DuckDB failed or timed out while running a compiled query
      ├── TruthSpecError          an evaluation question's truth mapping is malformed (part)
      └── RequestError            the server refuses an HTTP request: status_code, message
@@ -90,6 +91,17 @@ class AccessDeniedError(SemanticSqlError):
         self.view = view
         self.reason = reason
         super().__init__("access_denied", f"access to view {view} denied: {reason}")
+
+
+class UnreadableQuestionError(ChatApiError):
+    """The reader can't read a question without guessing; ``reason`` names the words.
+
+    Not a failure of the turn: the agent answers with the reason instead of a number.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class QueryExecutionError(ChatApiError):

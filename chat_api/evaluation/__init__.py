@@ -24,6 +24,8 @@ def evaluate(
     files: Iterable[tuple[Path, str]] | None = None,
     database_path: Path | None = None,
     model_dir: Path | None = None,
+    warehouse: Path | None = None,
+    reader: str = "auto",
 ) -> EvalReport:
     """Runs the evaluation.
 
@@ -33,6 +35,10 @@ def evaluate(
             (when that file exists).
         database_path: The nycflights13 DuckDB file (built when missing); default the cache.
         model_dir: The semantic model's folder; default the shipped ``main`` branch.
+        warehouse: The user's DuckDB file or Parquet/CSV folder (read-only); default the
+            embedded nycflights13.
+        reader: ``rules`` (the model-driven reader), ``legacy`` (the flights planner) or
+            ``auto`` (legacy on the embedded model and warehouse, rules on any other).
 
     Returns:
         The report.
@@ -44,16 +50,24 @@ def evaluate(
     from chat_api.agent import Toolbox
     from chat_api.evaluation.runner import run_items
     from chat_api.planner.vocabulary import load_vocabulary
+    from chat_api.reader.index import build_index
+    from chat_api.semantic.checks import check_members
     from chat_api.semantic.model import load_model
-    from chat_api.sql.data import default_database_path, ensure_database
-    from chat_api.sql.warehouse import Warehouse
+    from chat_api.sql.data import default_database_path
+    from chat_api.sql.warehouse import open_warehouse
 
     chosen = list(files) if files is not None else _default_files()
     model = load_model(model_dir) if model_dir is not None else load_model()
-    path = ensure_database(database_path or default_database_path())
     outcomes = []
-    with Warehouse(path) as warehouse:
-        toolbox = Toolbox(model, load_vocabulary(warehouse.query_raw), warehouse)
+    opened = open_warehouse(warehouse, cache=database_path or default_database_path())
+    with opened as warehouse_:
+        check_members(model, warehouse_.query_raw)
+        embedded = model_dir is None and warehouse is None
+        if reader == "legacy" or (reader == "auto" and embedded):
+            toolbox = Toolbox(model, load_vocabulary(warehouse_.query_raw), warehouse_)
+        else:
+            index = build_index(model, warehouse_.query_raw)
+            toolbox = Toolbox(model, None, warehouse_, index=index)
         for file, tag in chosen:
             questions = load_questions(file, tag=tag)
             outcomes += list(run_items(questions, toolbox=toolbox, categories=categories))

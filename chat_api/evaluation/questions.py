@@ -16,7 +16,10 @@ Format (YAML)::
           - {q: "...", truth: {...}}
 
 ``attributes`` are the ``sessionSettings.userAttributes`` of the persona; ``sees`` is the part of
-the flights the access policy lets it see, as a truth ``where`` mapping (chat_api.evaluation.truth).
+the flights the access policy lets it see, as a truth ``where`` mapping (chat_api.evaluation.truth);
+``forbidden`` maps a column-name fragment to values the persona must never get in a result row
+(any model). A truth with ``sql`` (``{kind: value|rows|ranking, sql: ...}``) is computed by running
+hand-written SQL on the warehouse (``docs/evaluation.md``, "Any model").
 A follow-up item's turns run in order on one thread. ``tag`` marks a set (``fresh``: phrasings
 written after the agent changed).
 """
@@ -32,7 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 CATEGORIES = (
     "count", "average", "ranking", "filter", "comparison", "ratio", "time_grain", "join",
-    "followup", "rls", "refusal",
+    "followup", "rls", "refusal", "percentile", "threshold", "top_per_group", "arithmetic",
+    "negation",
 )  # fmt: skip
 QUESTIONS_FILE = Path(__file__).resolve().parent / "questions.yaml"
 FRESH_FILE = Path(__file__).resolve().parent / "questions_fresh.yaml"
@@ -44,6 +48,7 @@ class Persona(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     attributes: dict[str, str] = Field(default_factory=dict)
     sees: dict[str, Any] | None = None
+    forbidden: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class EvalTurn(BaseModel):

@@ -18,7 +18,7 @@ from typing import Any
 from chat_api.agent import Toolbox, Turn, TurnRequest
 from chat_api.evaluation.questions import EvalItem, Persona, QuestionSet
 from chat_api.evaluation.scoring import Answer, Verdict, score
-from chat_api.evaluation.truth import compute_truth
+from chat_api.evaluation.truth import compute_truth, sql_truth
 from chat_api.planner.specs import PlanState
 from chat_api.sql.policies import UserContext
 from models import wire
@@ -64,7 +64,10 @@ def _run_item(item: EvalItem, persona: Persona, *, toolbox: Toolbox) -> Iterator
     chat_id = f"eval-{item.id}-{uuid.uuid4().hex[:8]}"
     previous: PlanState | None = None
     for index, turn_spec in enumerate(item.all_turns()):
-        truth = compute_truth(turn_spec.truth, sees=persona.sees)
+        if "sql" in turn_spec.truth:
+            truth = sql_truth(turn_spec.truth, toolbox.warehouse.query_raw)
+        else:
+            truth = compute_truth(turn_spec.truth, sees=persona.sees)
         request = TurnRequest(
             chat_id=chat_id, question=turn_spec.q, user=user, memory_id=chat_id,
             previous=previous, development_mode=False,
@@ -72,7 +75,7 @@ def _run_item(item: EvalItem, persona: Persona, *, toolbox: Toolbox) -> Iterator
         turn = Turn(request, toolbox=toolbox)
         answer = answer_of(turn, list(turn.lines()))
         previous = turn.plan_state or previous
-        verdict = score(answer, truth, sees=persona.sees)
+        verdict = score(answer, truth, sees=persona.sees, forbidden=persona.forbidden)
         logger.debug("eval turn item=%s turn=%d correct=%s", item.id, index, verdict.correct)
         yield TurnOutcome(
             item.id, item.category, item.tag, index, turn_spec.q, answer.text, verdict
@@ -90,4 +93,4 @@ def answer_of(turn: Turn, lines: list[dict[str, Any]]) -> Answer:
         result = json.loads(call["result"])
         columns = tuple(str(c["name"]) for c in result.get("schema", []))
         rows = tuple(tuple(row) for row in result.get("data", []))
-    return Answer(turn.answer or "", answered=turn.spec is not None, columns=columns, rows=rows)
+    return Answer(turn.answer or "", answered=turn.answered, columns=columns, rows=rows)

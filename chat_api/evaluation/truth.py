@@ -70,6 +70,32 @@ class Truth:
     percent: bool = False
 
 
+def sql_truth(spec: Mapping[str, Any], run: Any) -> Truth:
+    """Computes a truth written as hand-written SQL over the warehouse's tables.
+
+    Args:
+        spec: ``{kind: value|rows|ranking, sql: "..."}`` (labels first, the number last).
+        run: Runs trusted SQL and returns rows (``Warehouse.query_raw``).
+
+    Raises:
+        TruthSpecError: an unknown kind, or a ``value`` SQL that is not one number.
+    """
+    kind = str(spec.get("kind", "value"))
+    rows = run(str(spec["sql"]))
+    if kind == "value":
+        if len(rows) != 1 or not rows[0]:
+            raise TruthSpecError(f"a value truth must return one row: {spec['sql']}")
+        value = rows[0][-1]
+        return Truth("value", value=float(value) if value is not None else 0.0)
+    if kind not in ("rows", "ranking"):
+        raise TruthSpecError(f"unknown truth kind {kind!r}")
+    expected = tuple(
+        ExpectedRow(tuple((_text(cell),) for cell in row[:-1]), float(row[-1] or 0.0))
+        for row in rows
+    )
+    return Truth("rows", rows=expected, ordered=kind == "ranking")
+
+
 def compute_truth(spec: Mapping[str, Any], *, sees: Mapping[str, Any] | None = None) -> Truth:
     """Computes a truth mapping (module docstring).
 

@@ -48,10 +48,11 @@ from chat_api.http.embed import STATIC_DIR, EmbedPages
 from chat_api.http.openapi import openapi_document
 from chat_api.http.service import REVOKE_SESSION_PATH, ChatService
 from chat_api.planner.vocabulary import load_vocabulary
+from chat_api.reader.index import build_index
+from chat_api.semantic.checks import check_members
 from chat_api.semantic.model import load_model
 from chat_api.settings import ChatApiSettings
-from chat_api.sql.data import ensure_database
-from chat_api.sql.warehouse import Warehouse
+from chat_api.sql.warehouse import open_warehouse
 from chat_api.state.database import open_state
 from models import wire
 
@@ -107,12 +108,21 @@ def create_app(settings: ChatApiSettings, *, toolbox: Toolbox | None = None) -> 
 
 
 def load_toolbox(settings: ChatApiSettings) -> Toolbox:
-    """Returns: the model, vocabulary and warehouse, building the DuckDB file when missing."""
+    """Returns: the model, its index (or the legacy vocabulary) and the warehouse.
+
+    Raises:
+        ModelError: the model is invalid, or a member's SQL fails against the warehouse.
+        QueryExecutionError: the warehouse cannot be opened.
+    """
     model = load_model(settings.model_dir)
-    warehouse = Warehouse(ensure_database(settings.database_path))
-    vocabulary = load_vocabulary(warehouse.query_raw)
+    warehouse = open_warehouse(settings.warehouse, cache=settings.database_path)
+    check_members(model, warehouse.query_raw)
+    if settings.chosen_reader() == "legacy":
+        vocabulary = load_vocabulary(warehouse.query_raw)
+        return Toolbox(model=model, vocabulary=vocabulary, warehouse=warehouse)
+    index = build_index(model, warehouse.query_raw)
     logger.info("toolbox loaded views=%d warehouse=%r", len(model.views), warehouse)
-    return Toolbox(model=model, vocabulary=vocabulary, warehouse=warehouse)
+    return Toolbox(model=model, vocabulary=None, warehouse=warehouse, index=index)
 
 
 async def health(request: Request) -> Response:

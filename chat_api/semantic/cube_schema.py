@@ -2,9 +2,11 @@
 
 Source: Cube documentation, "Data modeling" (cubes, dimensions, measures, joins, views) and
 "Access policies"; the subset we read is summarised in ``field-notes.md`` § "Semantic data
-model". Every model ignores keys it does not know (``meta``, ``pre_aggregations``, ``segments``,
-...): the hosted format has many. ``chat_api.semantic.model`` loads files into these models, checks
-them and resolves the views; import the models from there.
+model". Every model ignores keys it does not know (``pre_aggregations``, ``segments``, ...): the
+hosted format has many. ``meta`` (Cube's free-form map) is kept: the agent reads its
+``synonyms``, ``unit`` and ``value_synonyms`` there (README, "Serve your own model").
+``chat_api.semantic.model`` loads files into these models, checks them and resolves the views;
+import the models from there.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Dimension(_Node):
     description: str = ""
     primary_key: bool = False
     public: bool = True
+    meta: dict[str, Any] = Field(default_factory=dict)
 
 
 class MeasureFilter(_Node):
@@ -59,6 +62,7 @@ class Measure(_Node):
     description: str = ""
     filters: tuple[MeasureFilter, ...] = ()
     public: bool = True
+    meta: dict[str, Any] = Field(default_factory=dict)
 
 
 class Join(_Node):
@@ -144,6 +148,7 @@ class Cube(_Node):
     measures: tuple[Measure, ...] = ()
     access_policy: tuple[AccessPolicy, ...] = ()
     public: bool = True
+    meta: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def members(self) -> tuple[Dimension | Measure, ...]:
@@ -169,6 +174,7 @@ class IncludeItem(_Node):
     alias: str | None = None
     title: str | None = None
     description: str | None = None
+    meta: dict[str, Any] | None = None
 
 
 class ViewCube(_Node):
@@ -190,6 +196,7 @@ class View(_Node):
     cubes: tuple[ViewCube, ...] = ()
     access_policy: tuple[AccessPolicy, ...] = ()
     public: bool = True
+    meta: dict[str, Any] = Field(default_factory=dict)
 
 
 class ModelFile(_Node):

@@ -4,8 +4,9 @@ Source of the format: Cube documentation, "Data modeling" (cubes, dimensions, me
 views) and "Access policies"; the subset we read is summarised in
 ``field-notes.md`` § "Semantic data model". The pydantic models of the files (``Cube``,
 ``Dimension``, ``Measure``, ``Join``, ``View``, ``ViewCube``, ``AccessPolicy``, ...) live in
-``chat_api.semantic.cube_schema`` and are re-exported here. Keys we do not use (``meta``,
-``pre_aggregations``, ``segments``, ...) are tolerated and ignored.
+``chat_api.semantic.cube_schema`` and are re-exported here. Keys we do not use
+(``pre_aggregations``, ``segments``, ...) are tolerated and ignored; ``meta`` is kept on members
+and views for the agent.
 
 Loading gives a ``SemanticModel``: the cubes as written, plus every view resolved into members
 named ``view.member`` with their type, owning cube and join path, and every member's SQL rendered
@@ -86,6 +87,7 @@ class Member:
     agg_type: AggType | None = None
     primary_key: bool = False
     public: bool = True
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def qualified(self) -> str:
@@ -105,6 +107,7 @@ class ResolvedView:
     join_paths: Mapping[str, tuple[str, ...]]
     policies: tuple[AccessPolicy, ...] = ()
     public: bool = True
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
     _by_name: Mapping[str, Member] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -313,6 +316,7 @@ def _resolve_view(view: View, cubes: Mapping[str, Cube], file: str) -> ResolvedV
         join_paths=MappingProxyType(join_paths),
         policies=view.access_policy,
         public=view.public,
+        meta=view.meta,
     )
 
 
@@ -371,6 +375,7 @@ def _member(
         agg_type=AGG_TYPES[definition.type] if isinstance(definition, Measure) else None,
         primary_key=isinstance(definition, Dimension) and definition.primary_key,
         public=definition.public,
+        meta=item.meta if item.meta is not None else definition.meta,
     )
 
 

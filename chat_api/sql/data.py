@@ -24,6 +24,8 @@ from typing import Any
 
 import duckdb
 
+from chat_api.errors import QueryExecutionError
+
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = "1"
@@ -129,8 +131,14 @@ def ensure_database(path: Path) -> Path:
     reader never sees a half-built file and concurrent builders do not clash. A file whose
     ``_chatscribe_meta`` table records another schema version (or none) is rebuilt.
 
+    A file at ``path`` that this module did not build (no ``_chatscribe_meta`` table) is never
+    touched: a user's own database is served with ``--warehouse``, read-only.
+
     Args:
         path: The DuckDB file to create or reuse; parent folders are created.
+
+    Raises:
+        QueryExecutionError: ``path`` holds a file this module did not build.
 
     Returns:
         ``path``, holding tables ``flights`` (336,776 rows), ``airlines``, ``airports``,
@@ -138,6 +146,12 @@ def ensure_database(path: Path) -> Path:
     """
     if _is_current(path):
         return path
+    if path.exists() and not _is_ours(path):
+        raise QueryExecutionError(
+            f"{path} exists and is not a nycflights13 warehouse built here; it is never "
+            "rebuilt (serve a warehouse of your own with --warehouse)",
+            sql="",
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
@@ -164,6 +178,16 @@ def _is_current(path: Path) -> bool:
     except duckdb.Error:
         return False
     return row is not None and row[0] == SCHEMA_VERSION
+
+
+def _is_ours(path: Path) -> bool:
+    """Whether ``path`` is a warehouse this module built (it has the meta table)."""
+    try:
+        with duckdb.connect(str(path), read_only=True, config=dict(READ_ONLY_CONFIG)) as con:
+            con.execute(f"SELECT 1 FROM {META_TABLE} LIMIT 1")
+    except duckdb.Error:
+        return False
+    return True
 
 
 def _build(target: Path) -> None:

@@ -27,7 +27,7 @@ import duckdb
 from chat_api.errors import QueryExecutionError
 from chat_api.sql.columns import ColumnType, hosted_column_type
 from chat_api.sql.compiler import CompiledQuery
-from chat_api.sql.data import READ_ONLY_CONFIG
+from chat_api.sql.data import READ_ONLY_CONFIG, ensure_database
 
 logger = logging.getLogger(__name__)
 
@@ -67,14 +67,19 @@ class Warehouse:
         QueryExecutionError: the file cannot be opened.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, connection: duckdb.DuckDBPyConnection | None = None) -> None:
         self.path = path
-        try:
-            self._connection = duckdb.connect(
-                str(path), read_only=True, config=dict(READ_ONLY_CONFIG)
-            )
-        except duckdb.Error as exc:
-            raise QueryExecutionError(f"cannot open {path}: {exc}", sql="") from exc
+        if connection is not None:
+            self._connection = connection
+        else:
+            if not path.is_file():
+                raise QueryExecutionError(f"no DuckDB file at {path}", sql="")
+            try:
+                self._connection = duckdb.connect(
+                    str(path), read_only=True, config=dict(READ_ONLY_CONFIG)
+                )
+            except duckdb.Error as exc:
+                raise QueryExecutionError(f"cannot open {path}: {exc}", sql="") from exc
         self._lock = threading.Lock()
         self._queries = 0
         self._failures = 0
@@ -84,6 +89,43 @@ class Warehouse:
             f"Warehouse(path={str(self.path)!r}, queries={self._queries}, "
             f"failures={self._failures})"
         )
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> Warehouse:
+        """A warehouse of the Parquet and CSV files of ``folder``, one table per file.
+
+        Each ``<stem>.parquet`` or ``<stem>.csv`` becomes table ``main.<stem>``, copied into an
+        in-memory database; the files are only read. After loading, external access is turned
+        off and the configuration locked, as for a DuckDB file.
+
+        Raises:
+            QueryExecutionError: no such folder, no data file in it, two files with one stem,
+                or a file DuckDB cannot read.
+        """
+        files = (
+            sorted([*folder.glob("*.parquet"), *folder.glob("*.csv")]) if folder.is_dir() else []
+        )
+        if not files:
+            raise QueryExecutionError(f"no .parquet or .csv files in {folder}", sql="")
+        stems = [f.stem for f in files]
+        twice = sorted({s for s in stems if stems.count(s) > 1})
+        if twice:
+            raise QueryExecutionError(f"two files for table {twice[0]} in {folder}", sql="")
+        connection = duckdb.connect(":memory:")
+        try:
+            for file in files:
+                reader = "read_parquet" if file.suffix == ".parquet" else "read_csv_auto"
+                table = file.stem.replace('"', '""')
+                connection.execute(
+                    f'CREATE TABLE main."{table}" AS SELECT * FROM {reader}(?)', [str(file)]
+                )
+            for key, value in READ_ONLY_CONFIG.items():
+                connection.execute(f"SET {key} = {str(value).lower()}")
+        except duckdb.Error as exc:
+            connection.close()
+            raise QueryExecutionError(f"cannot load {folder}: {exc}", sql="") from exc
+        logger.info("warehouse loaded folder=%s tables=%d", folder, len(files))
+        return cls(folder, connection=connection)
 
     def __enter__(self) -> Warehouse:
         return self
@@ -174,6 +216,23 @@ class Warehouse:
     def _count(cursor: duckdb.DuckDBPyConnection, sql: str) -> int:
         row = cursor.execute(f"SELECT COUNT(*) FROM ({sql}) AS counted_rows").fetchone()
         return int(row[0]) if row else 0
+
+
+def open_warehouse(path: Path | None, *, cache: Path) -> Warehouse:
+    """The warehouse to serve: the user's, or the embedded nycflights13.
+
+    Args:
+        path: A DuckDB file (read-only), a folder of Parquet/CSV files, or None.
+        cache: Where the embedded nycflights13 file is built when ``path`` is None.
+
+    Raises:
+        QueryExecutionError: the path cannot be opened or read.
+    """
+    if path is None:
+        return Warehouse(ensure_database(cache))
+    if path.is_dir():
+        return Warehouse.from_folder(path)
+    return Warehouse(path)
 
 
 @contextmanager

@@ -83,6 +83,17 @@ Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")
 def api_serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8400,
+    model_dir: Annotated[
+        Path | None, typer.Option("--model-dir", help="Cube YAML model folder.")
+    ] = None,
+    warehouse: Annotated[
+        Path | None,
+        typer.Option(help="DuckDB file (read-only) or folder of Parquet/CSV files."),
+    ] = None,
+    reader: Annotated[
+        str | None,
+        typer.Option(help="rules (model-driven), legacy (flights planner) or auto (default)."),
+    ] = None,
     verbose: Verbose = False,
 ) -> None:
     """Serve the Chat API (chat stream, abort, generate-session) under uvicorn."""
@@ -90,7 +101,9 @@ def api_serve(
     from chat_api import ChatApiSettings
     from chat_api.http import serve
 
-    serve(ChatApiSettings(), host=host, port=port)
+    given = {"model_dir": model_dir, "warehouse": warehouse, "reader": reader}
+    overrides = {key: value for key, value in given.items() if value is not None}
+    serve(ChatApiSettings(**overrides), host=host, port=port)
 
 
 @db_app.command("upgrade")

@@ -28,12 +28,24 @@ def run_eval(
     file: FileOption = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     failures: Annotated[bool, typer.Option(help="List the failed phrasings.")] = True,
+    model_dir: Annotated[
+        Path | None, typer.Option("--model-dir", help="Cube YAML model folder.")
+    ] = None,
+    warehouse: Annotated[
+        Path | None,
+        typer.Option(help="DuckDB file (read-only) or folder of Parquet/CSV files."),
+    ] = None,
+    reader: Annotated[
+        str, typer.Option(help="rules (model-driven), legacy (flights planner) or auto.")
+    ] = "auto",
 ) -> None:
     """Score the agent on the evaluation questions: per-category execution accuracy."""
     from chat_api.evaluation import evaluate, file_tag, render_text  # load on use: pandas
 
     files = [(path, file_tag(path)) for path in file] if file else None
-    report = evaluate(categories=category, files=files)
+    report = evaluate(
+        categories=category, files=files, model_dir=model_dir, warehouse=warehouse, reader=reader
+    )
     if json_output:
         typer.echo(json.dumps(report.as_json(), indent=2))
     else:

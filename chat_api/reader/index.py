@@ -1,0 +1,352 @@
+"""What a model and its data give the reader: phrases for members, entities and values.
+
+Built once per model at start (:func:`build_index`), from:
+
+- each view member's name (``arr_delay`` -> "arr delay"), title without its unit ("Arrival
+  delay"), and ``meta.synonyms``; its unit from ``meta.unit`` or the title's parentheses;
+- each cube of a view as an *entity*: its name, title and ``meta.synonyms`` name the things
+  counted ("orders", "customers"), with the measure that counts them and the dimension that
+  labels them;
+- each string dimension's values, read from the warehouse (at most ``MAX_VALUES`` distinct
+  values per dimension, with their row counts), with the spellings people use: any case, no
+  punctuation, a legal suffix dropped ("Inc."), a first word shared by at most a few values
+  ("Chicago"), and ``meta.value_synonyms`` (``{"EWR": ["Newark"]}``).
+
+Every phrase is a tuple of lemmas (:func:`chat_api.reader.text.lemma`), so inflections match.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from chat_api.reader.text import lemma
+from chat_api.reader.words import (
+    AGGREGATIONS,
+    CALENDAR_MONTHS,
+    FUNCTION_WORDS,
+    UNIT_OF_TITLE,
+    WEEKDAYS,
+)
+from chat_api.semantic.model import Member, ResolvedView, SemanticModel
+
+logger = logging.getLogger(__name__)
+
+MAX_VALUES = 5000
+"""Distinct values indexed per string dimension; a dimension with more is not indexed."""
+SHORT_FORM_SHARED = 4
+"""A value's first word stands for it when at most this many values of the member share it."""
+_LEGAL = frozenset({"inc", "co", "corp", "corporation", "company", "llc", "ltd", "plc", "the"})
+_UNIT_IN_TITLE = re.compile(r"\(([^)]*)\)\s*$")
+_PUNCT = re.compile(r"[^a-z0-9]+")
+
+Phrase = tuple[str, ...]
+ValueRows = Callable[[str], Sequence[tuple[Any, ...]]]
+"""Runs trusted SQL on the warehouse and returns its rows (``Warehouse.query_raw``)."""
+
+
+@dataclass(frozen=True)
+class MemberInfo:
+    """A view member as the reader sees it.
+
+    Attributes:
+        member: The model's member.
+        phrases: Lemma tuples that name it.
+        unit: Its unit (``minute``, ``mile``, ``dollar``, ``percent``) or "".
+        column: The SQL of its row-level column (a dimension's expression, a measure's input),
+            to pair ``avg`` of a dimension with the model's measure over the same column.
+    """
+
+    member: Member
+    phrases: tuple[Phrase, ...]
+    unit: str = ""
+    column: str = ""
+
+    @property
+    def name(self) -> str:
+        """``view.member``."""
+        return self.member.qualified
+
+
+@dataclass(frozen=True)
+class Entity:
+    """A cube of a view as a thing people count: "orders", "customers".
+
+    Attributes:
+        cube: The cube.
+        phrases: Lemma tuples that name it.
+        count: The measure counting it (``view.count``), or None.
+        key: Its primary-key dimension in the view (counted distinct without a measure).
+        label: The dimension that names one of it ("customer name"), for breakdowns.
+    """
+
+    cube: str
+    phrases: tuple[Phrase, ...]
+    count: str | None
+    key: str | None
+    label: str | None
+
+
+@dataclass(frozen=True)
+class ValueHit:
+    """A value of a string dimension named by a phrase of a question."""
+
+    member: str
+    value: str
+    rows: int
+    exact: bool = True
+
+
+@dataclass
+class ViewIndex:
+    """One view's members, entities and time dimension."""
+
+    view: ResolvedView
+    members: dict[str, MemberInfo] = field(default_factory=dict)
+    entities: list[Entity] = field(default_factory=list)
+    time_dimension: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The view's name."""
+        return self.view.name
+
+    def root_entity(self) -> Entity | None:
+        """The entity of the view's root cube (what one row of the view is)."""
+        return next((e for e in self.entities if e.cube == self.view.root), None)
+
+    def measure_over(self, column: str, agg: str) -> MemberInfo | None:
+        """The view's measure aggregating ``column`` with ``agg`` (``avg``), or None."""
+        for info in self.members.values():
+            member = info.member
+            if member.kind == "measure" and info.column == column and member.agg_type == agg:
+                return info
+        return None
+
+
+@dataclass
+class ModelIndex:
+    """Every view's index and the phrase tables the linker searches.
+
+    Attributes:
+        views: View name -> its index.
+        member_phrases: Lemma phrase -> member names (``view.member``) it names.
+        entity_phrases: Lemma phrase -> ``(view, cube)`` pairs.
+        values: Value phrase (lower-case words) -> hits.
+        longest: Words in the longest phrase of any table.
+    """
+
+    views: dict[str, ViewIndex]
+    member_phrases: dict[Phrase, list[str]] = field(default_factory=dict)
+    entity_phrases: dict[Phrase, list[tuple[str, str]]] = field(default_factory=dict)
+    values: dict[Phrase, list[ValueHit]] = field(default_factory=dict)
+    longest: int = 1
+
+    def info(self, qualified: str) -> MemberInfo:
+        """The member called ``view.member``.
+
+        Raises:
+            KeyError: no such member.
+        """
+        return self.views[qualified.partition(".")[0]].members[qualified]
+
+    def vocabulary(self) -> set[str]:
+        """Every word of every phrase: what fuzzy matching may correct a typo to."""
+        found: set[str] = set()
+        for table in (self.member_phrases, self.entity_phrases, self.values):
+            for phrase in table:
+                found.update(phrase)
+        return found
+
+
+def phrase(text: str) -> Phrase:
+    """Returns: ``text`` as a lemma tuple ("Departure delays" -> ("departure", "delay"))."""
+    words = _PUNCT.sub(" ", text.lower()).split()
+    return tuple(lemma(w) for w in words)
+
+
+def value_phrase(text: str) -> Phrase:
+    """Returns: a data value as lower-case words without punctuation ("O'Hare" -> ("ohare",))."""
+    return tuple(_PUNCT.sub(" ", text.lower().replace("'", "")).split())
+
+
+def build_index(model: SemanticModel, rows: ValueRows | None) -> ModelIndex:
+    """Indexes a model and, when ``rows`` is given, the values of its string dimensions.
+
+    Args:
+        model: The loaded model.
+        rows: Runs trusted SQL on the warehouse; None indexes no values (tests of pure logic).
+
+    Returns:
+        The index.
+    """
+    index = ModelIndex(views={})
+    for view in model.views.values():
+        if view.public:
+            index.views[view.name] = _view_index(model, view)
+    for view_index in index.views.values():
+        for info in view_index.members.values():
+            for words in info.phrases:
+                index.member_phrases.setdefault(words, []).append(info.name)
+        for entity in view_index.entities:
+            for words in entity.phrases:
+                index.entity_phrases.setdefault(words, []).append((view_index.name, entity.cube))
+    if rows is not None:
+        _index_values(model, index, rows)
+    tables: Iterable[Phrase] = [*index.member_phrases, *index.entity_phrases, *index.values]
+    index.longest = max((len(p) for p in tables), default=1)
+    return index
+
+
+def _view_index(model: SemanticModel, view: ResolvedView) -> ViewIndex:
+    found = ViewIndex(view)
+    for member in view.members:
+        if member.public:
+            found.members[member.qualified] = _member_info(model, member)
+    times = [m for m in view.members if m.type == "time" and m.kind == "dimension"]
+    preferred = view.meta.get("time_dimension") if view.meta else None
+    chosen = next((m for m in times if m.name == preferred), None)
+    chosen = chosen or next((m for m in times if m.cube == view.root), None)
+    chosen = chosen or (times[0] if times else None)
+    found.time_dimension = chosen.qualified if chosen else None
+    for cube in view.join_paths:
+        found.entities.append(_entity(model, view, cube, found))
+    return found
+
+
+def _member_info(model: SemanticModel, member: Member) -> MemberInfo:
+    title = member.title or member.name
+    bare = _UNIT_IN_TITLE.sub("", title).strip()
+    texts = [member.name, bare, *_synonyms(member.meta)]
+    phrases = tuple(dict.fromkeys(p for p in (phrase(t) for t in texts) if p))
+    return MemberInfo(member, phrases, _unit(member, title), _column(model, member))
+
+
+def _synonyms(meta: Mapping[str, Any] | None) -> list[str]:
+    found = (meta or {}).get("synonyms") or []
+    return [str(s) for s in found] if isinstance(found, list | tuple) else []
+
+
+def _unit(member: Member, title: str) -> str:
+    declared = (member.meta or {}).get("unit")
+    unit_match = _UNIT_IN_TITLE.search(title)
+    text = str(declared) if declared else unit_match.group(1) if unit_match else ""
+    for word in _PUNCT.sub(" ", text.lower()).split() or [text]:
+        if word in UNIT_OF_TITLE:
+            return UNIT_OF_TITLE[word]
+    return ""
+
+
+def _column(model: SemanticModel, member: Member) -> str:
+    key = (member.cube, member.cube_member)
+    if member.kind == "dimension":
+        rendered = model.rendered.dimensions.get(key)
+        return rendered.expression.sql() if rendered else ""
+    measure = model.rendered.measures.get(key)
+    if measure is None or measure.input is None:
+        return ""
+    return measure.input.expression.sql()
+
+
+def _entity(model: SemanticModel, view: ResolvedView, cube: str, found: ViewIndex) -> Entity:
+    definition = model.cubes[cube]
+    texts = [cube, definition.title, *_synonyms(definition.meta)]
+    if cube == view.root:
+        texts += [view.name, view.title, *_synonyms(view.meta)]
+    phrases = tuple(dict.fromkeys(p for p in (phrase(t) for t in texts if t) if p))
+    own = [info.member for info in found.members.values() if info.member.cube == cube]
+    count = next((m for m in own if m.kind == "measure" and m.agg_type == "count"), None)
+    key = next((m for m in own if m.primary_key), None)
+    strings = [m for m in own if m.kind == "dimension" and m.type == "string"]
+    label = next((m for m in strings if "name" in m.name.split("_")), None) or key
+    return Entity(
+        cube,
+        phrases,
+        count.qualified if count else None,
+        key.qualified if key else None,
+        label.qualified if label else None,
+    )
+
+
+def _index_values(model: SemanticModel, index: ModelIndex, rows: ValueRows) -> None:
+    """Reads each string dimension's values once per cube member, shared by the views."""
+    cache: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for view_index in index.views.values():
+        for info in view_index.members.values():
+            member = info.member
+            if member.kind != "dimension" or member.type != "string":
+                continue
+            key = (member.cube, member.cube_member)
+            if key not in cache:
+                cache[key] = _distinct_values(model, key, rows)
+            _add_values(index, info, cache[key])
+
+
+def _distinct_values(
+    model: SemanticModel, key: tuple[str, str], rows: ValueRows
+) -> list[tuple[str, int]]:
+    rendered = model.rendered.dimensions.get(key)
+    if rendered is None or rendered.cubes - {key[0]}:
+        return []
+    source = model.rendered.sources[key[0]].copy()
+    source.set("alias", exp.TableAlias(this=exp.to_identifier(key[0], quoted=True)))
+    select = (
+        exp.select(exp.alias_(rendered.expression.copy(), "v"), "COUNT(*) AS n")
+        .from_(source)
+        .group_by("1")
+        .order_by("n DESC")
+        .limit(MAX_VALUES + 1)
+    )
+    try:
+        found = rows(select.sql(dialect="duckdb"))
+    except Exception:  # a member whose SQL fails is reported by the start-up check
+        logger.warning("values not indexed cube=%s member=%s", *key)
+        return []
+    if len(found) > MAX_VALUES:
+        logger.info("values not indexed (too many) cube=%s member=%s", *key)
+        return []
+    return [(str(v), int(n)) for v, n in found if v is not None and str(v).strip()]
+
+
+def _add_values(index: ModelIndex, info: MemberInfo, values: list[tuple[str, int]]) -> None:
+    firsts: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for value, count in values:
+        words = value_phrase(value)
+        if not words:
+            continue
+        _hit(index, words, ValueHit(info.name, value, count))
+        trimmed = tuple(w for w in words if w not in _LEGAL)
+        if trimmed and trimmed != words:
+            _hit(index, trimmed, ValueHit(info.name, value, count))
+        for word in dict.fromkeys(words) if len(words) > 1 else ():
+            if _can_stand_alone(word):
+                firsts[word].append((value, count))
+    for first, shared in firsts.items():
+        taken = any(h.exact for h in index.values.get((first,), ()))
+        if len(shared) <= SHORT_FORM_SHARED and not taken:
+            for value, count in shared:
+                _hit(index, (first,), ValueHit(info.name, value, count, exact=False))
+    synonyms = (info.member.meta or {}).get("value_synonyms") or {}
+    known = dict(values)
+    for value, names in dict(synonyms).items():
+        for name in names if isinstance(names, list | tuple) else [names]:
+            hit = ValueHit(info.name, str(value), known.get(str(value), 1))
+            _hit(index, value_phrase(str(name)), hit)
+
+
+def _hit(index: ModelIndex, words: Phrase, hit: ValueHit) -> None:
+    hits = index.values.setdefault(words, [])
+    if hit not in hits:
+        hits.append(hit)
+
+
+def _can_stand_alone(word: str) -> bool:
+    common = word in FUNCTION_WORDS or word in AGGREGATIONS or word in _LEGAL or word.isdigit()
+    calendar = word in CALENDAR_MONTHS or word in WEEKDAYS
+    return len(word) >= 4 and not common and not calendar

@@ -1,0 +1,681 @@
+"""From linked words to one typed query: the rule reader's grammar.
+
+The links of a question (:mod:`chat_api.reader.linking`) are read left to right by a small
+state machine whose states are the grammar words' kinds: a negation turns the next condition
+around, a comparator waits for its number, a grouping word makes the next member a breakdown,
+an aggregation word applies to the next numeric member, an ordering word orders the breakdown
+by the first measure (and a number beside it limits it). What each link *is* decides the rest:
+a value is a filter on its member, a measure is asked for, an entity is counted or broken down,
+a calendar word filters the view's time dimension.
+
+The view is the one that holds the most of the question's links; a link no view shares with
+the others refuses, naming its words. A follow-up (a question with follow-up words, or one
+without a measure on a thread) changes the thread's previous query instead of starting afresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from chat_api.errors import UnreadableQuestionError
+from chat_api.reader.index import Entity, MemberInfo, ModelIndex, ValueHit, ViewIndex
+from chat_api.reader.linking import Link, link
+from chat_api.reader.query import (
+    DimensionAggregate,
+    Direction,
+    Filter,
+    PerGroup,
+    Query,
+    TimeDimension,
+    TimePartFilter,
+)
+from chat_api.reader.text import Token, tokens
+from chat_api.reader.words import DIRECTIONS
+
+DEFAULT_TOP = 10
+_CONTENT = frozenset({"member", "entity", "value"})
+_GRAINS = ("hour", "day", "week", "month", "quarter", "year")
+
+
+@dataclass
+class _Draft:
+    """What has been read so far, and what the grammar words wait for."""
+
+    view: ViewIndex
+    tokens: Sequence[Token]
+    measures: list[str] = field(default_factory=list)
+    aggregates: list[DimensionAggregate] = field(default_factory=list)
+    dimensions: list[str] = field(default_factory=list)
+    grains: list[TimeDimension] = field(default_factory=list)
+    filters: list[Filter] = field(default_factory=list)
+    parts: list[TimePartFilter] = field(default_factory=list)
+    date_range: tuple[str, str] | None = None
+    having: list[Filter] = field(default_factory=list)
+    direction: Direction | None = None
+    limit: int | None = None
+    negate: bool = False
+    comparator: str | None = None
+    grouping: str | None = None
+    agg: str | None = None
+    share: bool = False
+    versus: bool = False
+    ratio: bool = False
+    each: list[str] = field(default_factory=list)
+    followup: bool = False
+    drop: bool = False
+    overall: bool = False
+    subject: Entity | None = None
+    numeric: MemberInfo | None = None
+    numbers: list[Link] = field(default_factory=list)
+    average_over: str | None = None
+    which_singular: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def read(question: str, index: ModelIndex, *, previous: Query | None = None) -> Query:
+    """Reads a question into a typed query.
+
+    Args:
+        question: English, as typed.
+        index: The model's index (:func:`chat_api.reader.index.build_index`).
+        previous: The thread's last answered query, for a follow-up.
+
+    Returns:
+        The query.
+
+    Raises:
+        UnreadableQuestionError: a word links to nothing, the words span views, or no measure or
+            number can be placed; ``reason`` names the words.
+    """
+    found = tokens(question)
+    upper = frozenset(w.lower() for w in question.split() if w.isupper() and len(w) > 1)
+    links = link(found, index, upper=upper)
+    unknown = [lk.text for lk in links if lk.kind == "unknown"]
+    if unknown:
+        words = ", ".join(f"'{w}'" for w in dict.fromkeys(unknown))
+        raise UnreadableQuestionError(
+            f"I don't know {words}: nothing in the data model is called that."
+        )
+    view = _choose_view(links, index, previous)
+    draft = _Draft(index.views[view], found)
+    for position, item in enumerate(links):
+        _step(draft, item, links[position + 1 :])
+    return _finish(draft, previous, links)
+
+
+def _choose_view(links: Sequence[Link], index: ModelIndex, previous: Query | None) -> str:
+    scores: dict[str, float] = {}
+    for name, view in index.views.items():
+        scores[name] = sum(_weight(lk, view) for lk in links if lk.kind in _CONTENT)
+    if previous is not None:
+        scores[previous.view] = scores.get(previous.view, 0) + 0.5
+    best = max(scores, key=lambda n: scores[n]) if scores else None
+    if best is None or scores[best] <= 0:
+        if previous is not None:
+            return previous.view
+        asks = any(lk.means("order") or lk.means("grain") for lk in links)
+        if asks and index.views:
+            return next(iter(index.views))
+        raise UnreadableQuestionError(
+            "I couldn't find anything in the question that the data model has: name a measure "
+            "or something to count."
+        )
+    missing = [
+        lk.text for lk in links if lk.kind in _CONTENT and _weight(lk, index.views[best]) == 0
+    ]
+    if missing and all(lk.exact for lk in links if lk.text in missing):
+        words = ", ".join(f"'{w}'" for w in missing)
+        raise UnreadableQuestionError(
+            f"{words} and the rest of the question are in different parts of the data model "
+            f"({best} has no {words}); ask about one at a time."
+        )
+    return best
+
+
+def _weight(item: Link, view: ViewIndex) -> float:
+    exact = 1.0 if item.exact else 0.6
+    if item.kind == "member":
+        return exact * (1.2 if any(m in view.members for m in item.members) else 0)
+    if item.kind == "entity":
+        return exact * (1.5 if any(v == view.name for v, _ in item.entities) else 0)
+    hits = [h for h in item.values if h.member in view.members]
+    return exact * (1.0 + min(1.0, max((h.rows for h in hits), default=0) / 1000)) if hits else 0
+
+
+def _step(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
+    handler = _HANDLERS[item.kind]
+    handler(draft, item, rest)
+
+
+def _grammar(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
+    for word in item.words:
+        handler = _GRAMMAR_HANDLERS.get(word.kind)
+        if handler is not None and handler(draft, word.value, item, rest):
+            return
+
+
+def _on_not(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    draft.negate = True
+    return True
+
+
+def _on_cmp(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    if not any(lk.kind in ("number", "date") for lk in rest[:3]):
+        return False
+    draft.comparator = value
+    return True
+
+
+def _on_by(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    if value == "which":
+        nxt = next(iter(rest), None)
+        if nxt is None or nxt.kind not in ("member", "entity", "number"):
+            return False
+        draft.which_singular = not nxt.text.endswith("s") or nxt.kind == "number"
+    if value == "trend":
+        td = draft.view.time_dimension
+        if td and not draft.grains:
+            draft.grains.append(TimeDimension(td, "month"))
+        return True
+    draft.grouping = value
+    return True
+
+
+def _on_agg(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    if value in ("max", "min") and item.text in _superlatives():
+        draft.direction = draft.direction or ("desc" if value == "max" else "asc")
+    draft.agg = value
+    if value == "percentile":
+        number = next((lk for lk in reversed(draft.numbers) if lk.number), None)
+        if number is not None:
+            draft.numbers.remove(number)
+            draft.agg = f"p{number.number}"
+    return True
+
+
+def _superlatives() -> frozenset[str]:
+    return frozenset({"highest", "largest", "biggest", "longest", "greatest", "worst", "lowest",
+                      "smallest", "shortest", "least", "peak"})  # fmt: skip
+
+
+def _on_order(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    draft.direction = value  # type: ignore[assignment]
+    nxt = next(iter(rest), None)
+    if nxt is not None and nxt.kind == "number" and nxt.exact:
+        draft.limit = int(nxt.number or 1)
+    elif nxt is not None and nxt.kind in ("member", "entity", "grammar") and item.text != "top":
+        draft.which_singular = draft.which_singular or not nxt.text.endswith("s")
+    return True
+
+
+def _on_grain(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    before = " ".join(t.text for t in draft.tokens[max(0, item.start - 2) : item.start])
+    if before in ("of the", "in the", "of a", "in a") and draft.grouping is None:
+        return True  # "busiest day of the year": the year is the whole data, not a breakdown
+    named = next((m for m in draft.view.members if m.endswith(f".{value}")), None)
+    if value in ("day", "week") and draft.view.time_dimension:
+        named = None  # "by day" is each date, not a day-of-month number
+    if draft.agg == "avg" and draft.grouping is None and not draft.measures:
+        draft.average_over = value
+        draft.agg = None
+        return True
+    if named is not None and draft.view.members[named].member.kind == "dimension":
+        draft.dimensions.append(named)
+    elif draft.view.time_dimension:
+        draft.grains.append(TimeDimension(draft.view.time_dimension, value))  # type: ignore[arg-type]
+    else:
+        raise UnreadableQuestionError(
+            f"The {draft.view.name} data has no date to group by {value}."
+        )
+    if draft.grouping == "each" and draft.direction:
+        draft.each.append(named or draft.view.time_dimension or "")
+    draft.grouping = None
+    return True
+
+
+def _on_share(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    if value == "ratio":
+        draft.ratio = True
+    else:
+        draft.share = True
+    return True
+
+
+def _on_versus(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    if value == "and" and not draft.filters:
+        return False
+    draft.versus = True
+    return True
+
+
+def _on_arith(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    nxt = next(iter(rest), None)
+    numeric = nxt is not None and nxt.kind == "member"
+    if numeric and (draft.measures or draft.numeric or draft.aggregates):
+        draft.ratio = True
+        return True
+    return False
+
+
+def _on_followup(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    if value == "drop":
+        draft.drop = True
+    elif value == "overall":
+        draft.overall = True
+    draft.followup = True
+    return True
+
+
+_GRAMMAR_HANDLERS = {
+    "not": _on_not, "cmp": _on_cmp, "by": _on_by, "agg": _on_agg, "order": _on_order,
+    "grain": _on_grain, "share": _on_share, "versus": _on_versus, "arith": _on_arith,
+    "followup": _on_followup,
+}  # fmt: skip
+
+
+def _on_number(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
+    value = item.number or 0.0
+    nxt = next(iter(rest), None)
+    if (
+        nxt is not None
+        and nxt.kind == "grammar"
+        and any(w.kind == "agg" and w.value == "percentile" for w in nxt.words)
+    ):
+        draft.numbers.append(item)
+        return
+    if draft.comparator is not None:
+        _threshold(draft, value, rest)
+        return
+    if 1900 <= value <= 2100 and item.exact:
+        draft.date_range = (f"{int(value)}-01-01", f"{int(value)}-12-31")
+        return
+    if nxt is not None and nxt.kind in ("member", "entity") and item.exact and value >= 1:
+        draft.limit = int(value)
+        return
+    draft.numbers.append(item)
+
+
+def _threshold(draft: _Draft, value: float, rest: Sequence[Link]) -> None:
+    comparator, draft.comparator = draft.comparator or "gt", None
+    unit = next((lk for lk in rest[:2] if lk.kind == "unit"), None)
+    target = next((lk for lk in rest[:3] if lk.kind in ("member", "entity")), None)
+    if target is not None and target.kind == "entity":
+        measure = _entity_measure(draft, target)
+        if measure is not None:
+            draft.having.append(Filter(measure, comparator, (_text(value),)))  # type: ignore[arg-type]
+            return
+    info = _numeric_target(draft, target, unit)
+    if info is None:
+        raise UnreadableQuestionError(f"I couldn't tell what the number {_text(value)} applies to.")
+    if unit is not None and unit.unit and info.unit == unit.unit:
+        value *= unit.number or 1.0
+    if info.member.kind == "measure":
+        draft.having.append(Filter(info.name, comparator, (_text(value),)))  # type: ignore[arg-type]
+        return
+    draft.filters.append(Filter(info.name, comparator, (_text(value),)))  # type: ignore[arg-type]
+    if draft.numeric is info:
+        draft.numeric = None
+
+
+def _numeric_target(draft: _Draft, target: Link | None, unit: Link | None) -> MemberInfo | None:
+    members = draft.view.members
+    if target is not None and target.kind == "member":
+        for name in target.members:
+            if name in members and members[name].member.type == "number":
+                return members[name]
+    if draft.numeric is not None:
+        return draft.numeric
+    if unit is not None and unit.unit:
+        same = [i for i in members.values() if i.unit == unit.unit and i.member.kind == "dimension"]
+        if same:
+            return same[0]
+    return None
+
+
+def _text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _on_member(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
+    info = _pick_member(draft, item)
+    member = info.member
+    if member.kind == "measure":
+        _measure(draft, info)
+    elif draft.grouping is not None or _wants_breakdown(draft, item, rest):
+        _group(draft, info.name)
+    elif member.type == "boolean":
+        draft.filters.append(
+            Filter(info.name, "notEquals" if draft.negate else "equals", ("true",))
+        )
+        draft.negate = False
+    elif member.type == "number":
+        _numeric(draft, info)
+    elif member.type == "string" and not draft.negate:
+        _group(draft, info.name)
+
+
+def _pick_member(draft: _Draft, item: Link) -> MemberInfo:
+    members = [draft.view.members[m] for m in item.members if m in draft.view.members]
+    if not members:
+        raise UnreadableQuestionError(f"'{item.text}' is not in the {draft.view.name} data.")
+    if draft.agg and any(m.member.type == "number" for m in members):
+        members = [m for m in members if m.member.type == "number"]
+    if draft.grouping is not None:
+        members = [m for m in members if m.member.kind == "dimension"] or members
+    return members[0]
+
+
+def _wants_breakdown(draft: _Draft, item: Link, rest: Sequence[Link]) -> bool:
+    if draft.direction is not None and not draft.agg:
+        return True
+    return draft.which_singular or draft.limit is not None
+
+
+def _measure(draft: _Draft, info: MemberInfo) -> None:
+    agg = draft.agg
+    draft.agg = None
+    if (
+        agg
+        and agg not in ("count", "sum", "countDistinct")
+        and info.member.agg_type not in (agg, "number")
+    ):
+        column_member = _dimension_over(draft.view, info.column)
+        if column_member is not None:
+            _numeric(draft, column_member, agg=agg)
+            return
+    if info.name not in draft.measures:
+        draft.measures.append(info.name)
+
+
+def _dimension_over(view: ViewIndex, column: str) -> MemberInfo | None:
+    return next(
+        (
+            i
+            for i in view.members.values()
+            if i.member.kind == "dimension" and i.column == column and column
+        ),
+        None,
+    )
+
+
+def _numeric(draft: _Draft, info: MemberInfo, *, agg: str | None = None) -> None:
+    agg = agg or draft.agg
+    draft.agg = None
+    if agg is None:
+        draft.numeric = info
+        return
+    if agg.startswith("p"):
+        draft.aggregates.append(DimensionAggregate("percentile", info.name, float(agg[1:]) / 100))
+        return
+    named = draft.view.measure_over(info.column, agg) if agg != "median" else None
+    if named is not None:
+        draft.measures.append(named.name)
+    else:
+        draft.aggregates.append(DimensionAggregate(agg, info.name))  # type: ignore[arg-type]
+    draft.numeric = None
+
+
+def _group(draft: _Draft, name: str) -> None:
+    if draft.grouping == "each" and (draft.direction or draft.dimensions):
+        draft.each.append(name)
+    if name not in draft.dimensions:
+        draft.dimensions.append(name)
+    draft.grouping = None
+
+
+def _on_entity(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
+    entity = _pick_entity(draft, item)
+    breakdown = (
+        draft.grouping is not None
+        or (draft.direction and draft.subject is not None)
+        or (draft.which_singular and entity.cube != draft.view.view.root)
+    )
+    if breakdown and entity.label:
+        _group(draft, entity.label)
+        return
+    if draft.agg == "count" or draft.agg == "countDistinct":
+        draft.agg = None
+        measure = _entity_measure(draft, item)
+        if measure:
+            draft.measures.append(measure)
+            return
+    if draft.direction and entity.label and entity.cube != draft.view.view.root:
+        _group(draft, entity.label)
+        return
+    draft.subject = draft.subject or entity
+
+
+def _pick_entity(draft: _Draft, item: Link) -> Entity:
+    cubes = [c for v, c in item.entities if v == draft.view.name]
+    found = next((e for e in draft.view.entities if e.cube in cubes), None)
+    if found is None:
+        raise UnreadableQuestionError(f"'{item.text}' is not in the {draft.view.name} data.")
+    return found
+
+
+def _entity_measure(draft: _Draft, item: Link) -> str | None:
+    entity = _pick_entity(draft, item)
+    if entity.count:
+        return entity.count
+    if entity.key:
+        draft.aggregates.append(DimensionAggregate("countDistinct", entity.key))
+        return None
+    return None
+
+
+def _on_value(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
+    hits = [h for h in item.values if h.member in draft.view.members]
+    if not hits:
+        raise UnreadableQuestionError(
+            f"'{item.text}' is not a value of the {draft.view.name} data."
+        )
+    hit = _pick_hit(draft, item, hits)
+    values = tuple(dict.fromkeys(h.value for h in hits if h.member == hit.member))
+    negate, draft.negate = draft.negate, False
+    if draft.grouping is not None:
+        draft.grouping = None
+    for existing in draft.filters:
+        if existing.member == hit.member and existing.operator == (
+            "notEquals" if negate else "equals"
+        ):
+            merged = replace(existing, values=tuple(dict.fromkeys(existing.values + values)))
+            draft.filters[draft.filters.index(existing)] = merged
+            return
+    draft.filters.append(Filter(hit.member, "notEquals" if negate else "equals", values))
+
+
+def _pick_hit(draft: _Draft, item: Link, hits: list[ValueHit]) -> ValueHit:
+    before = draft.tokens[item.start - 1].text if item.start else ""
+    pair = f"{draft.tokens[item.start - 2].text} {before}" if item.start > 1 else ""
+    words = DIRECTIONS.get(pair) or DIRECTIONS.get(before) or ()
+    if words:
+        pointed = [h for h in hits if _points(draft.view.members[h.member], words)]
+        hits = pointed or hits
+    return max(hits, key=lambda h: (h.exact, h.rows))
+
+
+def _points(info: MemberInfo, words: Sequence[str]) -> bool:
+    names = {w for p in info.phrases for w in p}
+    return bool(names & set(words))
+
+
+def _on_calendar(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
+    td = draft.view.time_dimension
+    if td is None:
+        raise UnreadableQuestionError(f"The {draft.view.name} data has no date for '{item.text}'.")
+    calendar = item.calendar
+    if "date" in calendar:
+        day = str(calendar["date"])
+        _date_condition(draft, day, day)
+        return
+    if "hour" in calendar:
+        comparator, draft.comparator = draft.comparator, None
+        _hour(draft, td, int(calendar["hour"]), comparator)
+        return
+    negate, draft.negate = draft.negate, False
+    for part, values in calendar.items():
+        draft.parts.append(TimePartFilter(td, part, tuple(int(v) for v in values), negate))
+
+
+def _hour(draft: _Draft, td: str, hour: int, comparator: str | None) -> None:
+    named = next((m for m in draft.view.members if m.endswith(".hour")), None)
+    if named is not None:
+        draft.filters.append(Filter(named, comparator or "equals", (str(hour),)))  # type: ignore[arg-type]
+        return
+    draft.parts.append(TimePartFilter(td, "hour", (hour,)))
+
+
+def _date_condition(draft: _Draft, low: str, high: str) -> None:
+    comparator, draft.comparator = draft.comparator, None
+    if comparator in ("lt", "lte"):
+        low = "1900-01-01"
+    elif comparator in ("gt", "gte"):
+        high = "2999-12-31"
+    draft.date_range = (low, high)
+
+
+_HANDLERS = {
+    "grammar": _grammar, "number": _on_number, "member": _on_member, "entity": _on_entity,
+    "value": _on_value, "calendar": _on_calendar, "date": _on_calendar,
+    "unit": lambda draft, item, rest: None, "unknown": lambda draft, item, rest: None,
+}  # fmt: skip
+
+
+def _finish(draft: _Draft, previous: Query | None, links: Sequence[Link]) -> Query:
+    if draft.agg == "avg" and draft.grains and not draft.measures and not draft.numeric:
+        draft.average_over = draft.grains.pop().granularity  # "flights per day on average"
+        draft.agg = None
+    if draft.average_over and draft.view.time_dimension and not draft.grains:
+        draft.grains.append(TimeDimension(draft.view.time_dimension))
+    if draft.versus:
+        for f in draft.filters:
+            if len(f.values) > 1 and f.member not in draft.dimensions:
+                draft.dimensions.append(f.member)
+    followup = previous is not None and _is_followup(draft, links)
+    if not followup:
+        _default_measure(draft, previous)
+    query = _assemble(draft)
+    if previous is not None and followup:
+        query = _merged(previous, query, draft)
+    return _ordered(query, draft)
+
+
+def _default_measure(draft: _Draft, previous: Query | None) -> None:
+    if draft.numeric is not None and not draft.measures and not draft.aggregates:
+        _numeric(draft, draft.numeric, agg=draft.agg or "avg")
+        draft.notes.append("No aggregation was named; using the average.")
+    if draft.measures or draft.aggregates:
+        return
+    entity = draft.subject or draft.view.root_entity()
+    if entity is not None and entity.count:
+        draft.measures.append(entity.count)
+    elif entity is not None and entity.key:
+        draft.aggregates.append(DimensionAggregate("countDistinct", entity.key))
+    elif previous is None:
+        raise UnreadableQuestionError("I couldn't find a measure in the question.")
+
+
+def _assemble(draft: _Draft) -> Query:
+    grains = list(draft.grains)
+    time = draft.view.time_dimension
+    if draft.date_range and time:
+        if grains:
+            grains[0] = replace(grains[0], date_range=draft.date_range)
+        else:
+            grains.append(TimeDimension(time, None, draft.date_range))
+    share = ()
+    filters = list(draft.filters)
+    if draft.share and filters:
+        part = next((f for f in filters if f.values == ("true",)), filters[-1])
+        filters.remove(part)
+        share = (part,)
+    per_group = None
+    if draft.each and draft.direction and len(draft.dimensions) + len(draft.grains) > 1:
+        per_group = PerGroup(tuple(draft.each), draft.limit or 1)
+    return Query(
+        view=draft.view.name,
+        measures=tuple(dict.fromkeys(draft.measures)),
+        dimensions=tuple(draft.dimensions),
+        time_dimensions=tuple(grains),
+        filters=tuple(filters),
+        time_parts=tuple(draft.parts),
+        having=tuple(draft.having),
+        aggregates=tuple(draft.aggregates),
+        ratio=draft.ratio and len(draft.measures) + len(draft.aggregates) >= 2,
+        share=share,
+        per_group=per_group,
+        average_over=draft.average_over,  # type: ignore[arg-type]
+        notes=tuple(draft.notes),
+    )
+
+
+def _is_followup(draft: _Draft, links: Sequence[Link]) -> bool:
+    asks = bool(draft.measures or draft.aggregates or draft.numeric or draft.subject)
+    return draft.followup or not asks
+
+
+def _merged(previous: Query, query: Query, draft: _Draft) -> Query:
+    if query.view != previous.view:
+        return query
+    said = {f.member for f in query.filters}
+    kept = tuple(f for f in previous.filters if f.member not in said)
+    if draft.drop:
+        kept = ()
+    parts = query.time_parts or (() if draft.drop else previous.time_parts)
+    times = query.time_dimensions or previous.time_dimensions
+    named = bool(query.measures or query.aggregates)
+    regroup = bool(query.dimensions or any(td.granularity for td in query.time_dimensions))
+    return replace(
+        previous,
+        measures=query.measures if named else previous.measures,
+        aggregates=query.aggregates if named else previous.aggregates,
+        dimensions=query.dimensions if regroup or draft.overall else previous.dimensions,
+        time_dimensions=times
+        if not draft.overall
+        else tuple(replace(td, granularity=None) for td in times if td.date_range),
+        filters=kept + query.filters,
+        time_parts=parts,
+        having=query.having or previous.having,
+        order=() if regroup else previous.order,
+        limit=query.limit if regroup else previous.limit,
+        share=query.share or previous.share,
+        per_group=query.per_group if regroup else previous.per_group,
+        ratio=query.ratio or (previous.ratio and not named),
+        notes=("Follow-up: keeping the previous question's conditions unless changed.",),
+    )
+
+
+def _ordered(query: Query, draft: _Draft) -> Query:
+    if not query.grouped:
+        return query
+    first = next(iter(query.measures), None) or next((a.member for a in query.aggregates), None)
+    if query.order and not draft.direction:
+        return query
+    if draft.direction and first:
+        limit = draft.limit or (1 if draft.which_singular else None)
+        if limit is None and draft.direction and _top_without_number(draft):
+            limit = DEFAULT_TOP
+        if query.per_group:
+            limit = None
+        return replace(query, order=((first, draft.direction),), limit=limit)
+    if query.time_dimensions and any(td.granularity for td in query.time_dimensions):
+        td = next(td for td in query.time_dimensions if td.granularity)
+        return replace(
+            query, order=((f"{td.dimension}_{td.granularity}", "asc"),), limit=draft.limit
+        )
+    if query.dimensions and _ordinal(draft.view, query.dimensions[0]):
+        return replace(query, order=((query.dimensions[0], "asc"),), limit=draft.limit)
+    if first and not query.share:
+        return replace(query, order=((first, "desc"),), limit=draft.limit)
+    return query
+
+
+def _ordinal(view: ViewIndex, member: str) -> bool:
+    """Numbers and dates read in their own order (months, hours), not by the measure."""
+    info = view.members.get(member)
+    return info is not None and info.member.type in ("number", "time")
+
+
+def _top_without_number(draft: _Draft) -> bool:
+    return any(t.text == "top" for t in draft.tokens)

@@ -1,0 +1,326 @@
+"""Linking a question's words to the model, the data and the grammar.
+
+Left to right, the longest phrase at each position wins; at equal length a data value beats a
+member, a member an entity, an entity a grammar word (the model's own words come first). A
+word that links to nothing is passed over when it is a function word, a verb form or an adverb
+(:data:`chat_api.reader.words.FUNCTION_WORDS`, lemminflect's parts of speech); a close spelling
+of a model word is corrected (rapidfuzz); any other word is *unknown* and the reader refuses,
+naming it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rapidfuzz import fuzz, process
+
+from chat_api.reader.index import ModelIndex, Phrase, ValueHit
+from chat_api.reader.text import Token, is_inflected_verb, parts_of_speech
+from chat_api.reader.words import (
+    AGGREGATIONS,
+    ARITHMETIC,
+    CALENDAR_MONTHS,
+    COMPARATORS,
+    COMPARISONS,
+    DIRECTIONS,
+    FOLLOW_UPS,
+    FUNCTION_WORDS,
+    GRAINS,
+    GROUPINGS,
+    HALVES,
+    MONTH_SHORT,
+    NEGATIONS,
+    ORDERINGS,
+    SHARES,
+    UNITS,
+    WEEKDAY_SHORT,
+    WEEKDAYS,
+    WEEKEND,
+    WORKDAYS,
+    Word,
+)
+
+FUZZY_SCORE = 86
+_GRAMMAR: list[dict[str, Word]] = [
+    COMPARATORS, NEGATIONS, GROUPINGS, AGGREGATIONS, ORDERINGS, GRAINS, SHARES, COMPARISONS,
+    FOLLOW_UPS, ARITHMETIC,
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Link:
+    """A span of the question and what it means.
+
+    Attributes:
+        kind: ``member``, ``entity``, ``value``, ``grammar``, ``number``, ``calendar``,
+            ``date``, ``unit`` or ``unknown``.
+        start, end: Token positions ``[start, end)``.
+        text: The words as written.
+        members: For ``member``: candidate members (``view.member``).
+        entities: For ``entity``: candidate ``(view, cube)`` pairs.
+        values: For ``value``: candidate hits.
+        words: For ``grammar``: every table row the phrase is (one phrase may be several).
+        number: For ``number``/``unit``: the value or factor.
+        calendar: For ``calendar``/``date``: ``{"part": values}`` or ``{"year": 2013}``.
+        exact: The phrase matched a whole name (not one word of it, not a correction).
+    """
+
+    kind: str
+    start: int
+    end: int
+    text: str
+    members: tuple[str, ...] = ()
+    entities: tuple[tuple[str, str], ...] = ()
+    values: tuple[ValueHit, ...] = ()
+    words: tuple[Word, ...] = ()
+    number: float | None = None
+    unit: str = ""
+    calendar: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    exact: bool = True
+
+    def means(self, kind: str, value: str | None = None) -> bool:
+        """Whether this is a grammar link of ``kind`` (and ``value``)."""
+        return any(w.kind == kind and (value is None or w.value == value) for w in self.words)
+
+
+def link(tokens: Sequence[Token], index: ModelIndex, *, upper: frozenset[str]) -> list[Link]:
+    """Links every token (module docstring).
+
+    Args:
+        tokens: The question's tokens.
+        index: The model's index.
+        upper: Words written in capitals in the question (a code such as ``US`` or ``AS``
+            that is also an English word links only when capitalised).
+
+    Returns:
+        Links in question order, passed-over words left out.
+    """
+    found: list[Link] = []
+    i = 0
+    while i < len(tokens):
+        best = _longest(tokens, i, index, upper)
+        if best is None:
+            i += 1
+            continue
+        found.append(best)
+        i = best.end
+    return found
+
+
+def _longest(
+    tokens: Sequence[Token], i: int, index: ModelIndex, upper: frozenset[str]
+) -> Link | None:
+    special = _special(tokens, i)
+    if special is not None:
+        return special
+    for size in range(min(index.longest, len(tokens) - i), 0, -1):
+        span = tokens[i : i + size]
+        found = _span(span, i, index, upper)
+        if found is not None:
+            return found
+    after_number = i > 0 and tokens[i - 1].kind == "number"
+    if after_number and (tokens[i].lemma in UNITS or tokens[i].text in UNITS):
+        unit, factor = UNITS.get(tokens[i].lemma) or UNITS[tokens[i].text]
+        return Link("unit", i, i + 1, tokens[i].text, number=factor, unit=unit)
+    return _single(tokens[i], i, index, after_number=after_number)
+
+
+def _span(span: Sequence[Token], i: int, index: ModelIndex, upper: frozenset[str]) -> Link | None:
+    texts = tuple(t.text for t in span)
+    lemmas = tuple(t.lemma for t in span)
+    text = " ".join(texts)
+    end = i + len(span)
+    hits = index.values.get(texts)
+    if hits and (len(span) > 1 or _value_word_ok(texts[0], upper)):
+        return Link("value", i, end, text, values=tuple(hits), exact=any(h.exact for h in hits))
+    grammar = _grammar(text) if len(span) > 1 else ()
+    if grammar:
+        return Link("grammar", i, end, text, words=grammar)
+    single_grammar = len(span) == 1 and bool(_grammar(text) or _grammar(lemmas[0]))
+    if lemmas in index.entity_phrases and not single_grammar:
+        return Link("entity", i, end, text, entities=tuple(index.entity_phrases[lemmas]))
+    if lemmas in index.member_phrases and not single_grammar:
+        return Link("member", i, end, text, members=tuple(index.member_phrases[lemmas]))
+    return None
+
+
+def _value_word_ok(word: str, upper: frozenset[str]) -> bool:
+    """A one-word value that is also an English word of the grammar must be in capitals."""
+    common = word in FUNCTION_WORDS or bool(_grammar(word)) or bool(_calendar_word(word))
+    return not common or word in upper
+
+
+@functools.lru_cache(maxsize=4096)
+def _grammar(text: str) -> tuple[Word, ...]:
+    return tuple(table[text] for table in _GRAMMAR if text in table)
+
+
+def _single(token: Token, i: int, index: ModelIndex, *, after_number: bool) -> Link | None:
+    end = i + 1
+    if token.kind == "number":
+        return Link("number", i, end, token.text, number=token.number, exact=not token.ordinal)
+    if token.kind in ("date", "clock"):
+        return Link("date", i, end, token.text, calendar=_date(token))
+    if token.kind == "symbol":
+        words = _grammar(token.text)
+        return Link("grammar", i, end, token.text, words=words) if words else None
+    grammar = _grammar(token.text) or _grammar(token.lemma)
+    if grammar:
+        return Link("grammar", i, end, token.text, words=grammar)
+    calendar = _calendar_word(token.text)
+    if calendar:
+        return Link("calendar", i, end, token.text, calendar=calendar)
+    if (token.lemma in UNITS or token.text in UNITS) and after_number:
+        unit, factor = UNITS.get(token.lemma) or UNITS[token.text]
+        return Link("unit", i, end, token.text, number=factor, unit=unit)
+    partial = _partial(token, i, index)
+    if partial is not None:
+        return partial
+    if _passed_over(token.text):
+        return None
+    return _corrected(token, i, index) or Link("unknown", i, end, token.text)
+
+
+def _partial(token: Token, i: int, index: ModelIndex) -> Link | None:
+    """One word of a longer member or entity name ("delay" of "arrival delay")."""
+    if token.text in FUNCTION_WORDS or _verb_only(token.text):
+        return None
+    members = _members_with_word(index, token.lemma)
+    if members:
+        return Link("member", i, i + 1, token.text, members=members, exact=False)
+    entities = tuple(
+        pair for words, pairs in index.entity_phrases.items() if token.lemma in words
+        for pair in pairs
+    )  # fmt: skip
+    if entities:
+        return Link("entity", i, i + 1, token.text, entities=entities, exact=False)
+    return None
+
+
+def _verb_only(word: str) -> bool:
+    kinds = parts_of_speech(word)
+    return bool(kinds) and "NOUN" not in kinds and ("VERB" in kinds or "AUX" in kinds)
+
+
+def _members_with_word(index: ModelIndex, word: str) -> tuple[str, ...]:
+    measures = _measure_names(index)
+    found = [
+        (name in measures, len(words), words.index(word), name)
+        for words, names in index.member_phrases.items()
+        if word in words
+        for name in names
+    ]
+    found.sort()
+    return tuple(dict.fromkeys(name for *_, name in found))
+
+
+def _measure_names(index: ModelIndex) -> frozenset[str]:
+    cached = getattr(index, "_measure_names", None)
+    if cached is None:
+        cached = frozenset(
+            name for view in index.views.values() for name, info in view.members.items()
+            if info.member.kind == "measure"
+        )  # fmt: skip
+        object.__setattr__(index, "_measure_names", cached)
+    return cached
+
+
+def _passed_over(word: str) -> bool:
+    if word in FUNCTION_WORDS or len(word) <= 1:
+        return True
+    kinds = parts_of_speech(word)
+    if is_inflected_verb(word):
+        return True
+    return bool(kinds) and kinds <= {"VERB", "AUX", "ADV"}
+
+
+def _corrected(token: Token, i: int, index: ModelIndex) -> Link | None:
+    """A misspelt model word: the closest word of the index, when close enough."""
+    if len(token.text) < 4 or token.kind != "word":
+        return None
+    vocabulary = _vocabulary(index)
+    match = process.extractOne(token.text, vocabulary, scorer=fuzz.ratio, score_cutoff=FUZZY_SCORE)
+    if match is None:
+        return None
+    word = match[0]
+    hits = index.values.get((word,))
+    if hits:
+        return Link("value", i, i + 1, token.text, values=tuple(hits), exact=False)
+    fixed = Token(word, word, "word")
+    found = _partial(fixed, i, index)
+    lemmas = (word,)
+    if lemmas in index.member_phrases:
+        return Link(
+            "member", i, i + 1, token.text, members=tuple(index.member_phrases[lemmas]), exact=False
+        )
+    return found
+
+
+def _vocabulary(index: ModelIndex) -> tuple[str, ...]:
+    cached = getattr(index, "_fuzzy_words", None)
+    if cached is None:
+        cached = tuple(sorted(w for w in index.vocabulary() if len(w) >= 4 and not w.isdigit()))
+        object.__setattr__(index, "_fuzzy_words", cached)
+    return cached
+
+
+def _special(tokens: Sequence[Token], i: int) -> Link | None:
+    """Calendar phrases of two words: "first half", "q1", years after "in"."""
+    if i + 1 < len(tokens):
+        pair = f"{tokens[i].text} {tokens[i + 1].text}"
+        if pair in HALVES:
+            low, high = HALVES[pair]
+            return Link("calendar", i, i + 2, pair, calendar={"month": list(range(low, high + 1))})
+    return None
+
+
+def _calendar_word(word: str) -> dict[str, Any]:
+    if word in CALENDAR_MONTHS:
+        return {"month": [CALENDAR_MONTHS.index(word) + 1]}
+    if (word in MONTH_SHORT and word != "mar" and word != "may") or word in ("mar",):
+        return {"month": [MONTH_SHORT[word]]}
+    plural = word[:-1] if word.endswith("s") else word
+    if plural in WEEKDAYS:
+        return {"weekday": [WEEKDAYS.index(plural) + 1]}
+    if plural in WEEKDAY_SHORT:
+        return {"weekday": [WEEKDAY_SHORT[plural] + 1]}
+    if plural in ("weekend",):
+        return {"weekday": list(WEEKEND)}
+    if plural in ("weekday", "workday"):
+        return {"weekday": list(WORKDAYS)}
+    if re.fullmatch(r"q[1-4]", word):
+        return {"quarter": [int(word[1])]}
+    if word in HALVES:
+        low, high = HALVES[word]
+        return {"month": list(range(low, high + 1))}
+    return {}
+
+
+def _date(token: Token) -> dict[str, Any]:
+    if token.kind == "clock":
+        return {"hour": int(token.number or 0)}
+    text = token.text
+    if "-" in text:
+        day = dt.date.fromisoformat("-".join(p.zfill(2) for p in text.split("-")))
+        return {"date": day.isoformat()}
+    parts = [int(p) for p in text.split("/")]
+    found: dict[str, Any] = {"month": [parts[0]], "day": [parts[1]]}
+    if len(parts) == 3:
+        year = parts[2] + (2000 if parts[2] < 100 else 0)
+        found = {"date": dt.date(year, parts[0], parts[1]).isoformat()}
+    return found
+
+
+def direction_words(link_: Link) -> tuple[str, ...]:
+    """Returns: the member words a preposition points to ("to" -> destination words)."""
+    return DIRECTIONS.get(link_.text, ())
+
+
+def phrase_of(link_: Link) -> Phrase:
+    """Returns: the link's words as a phrase."""
+    return tuple(link_.text.split())
