@@ -2,15 +2,15 @@
 
 Built once per model at start (:func:`build_index`), from:
 
-- each view member's name (``arr_delay`` -> "arr delay"), title without its unit ("Arrival
-  delay"), and ``meta.synonyms``; its unit from ``meta.unit`` or the title's parentheses;
+- each view member's name (``unit_price`` -> unit price), title without its unit, and
+  ``meta.synonyms``; its unit from ``meta.unit`` or the title's parentheses;
 - each cube of a view as an *entity*: its name, title and ``meta.synonyms`` name the things
   counted ("orders", "customers"), with the measure that counts them and the dimension that
   labels them;
 - each string dimension's values, read from the warehouse (at most ``MAX_VALUES`` distinct
   values per dimension, with their row counts), with the spellings people use: any case, no
   punctuation, a legal suffix dropped ("Inc."), a first word shared by at most a few values
-  ("Chicago"), and ``meta.value_synonyms`` (``{"EWR": ["Newark"]}``).
+  (a city of two airports), and ``meta.value_synonyms`` (``{code: [name, ...]}``).
 
 Every phrase is a tuple of lemmas (:func:`chat_api.reader.text.lemma`), so inflections match.
 """
@@ -166,7 +166,7 @@ class ModelIndex:
 
 
 def phrase(text: str) -> Phrase:
-    """Returns: ``text`` as a lemma tuple ("Departure delays" -> ("departure", "delay"))."""
+    """Returns: ``text`` as a lemma tuple ("Unit prices" -> ("unit", "price"))."""
     words = _PUNCT.sub(" ", text.lower()).split()
     return tuple(lemma(w) for w in words)
 

@@ -544,7 +544,7 @@ _HANDLERS = {
 
 def _finish(draft: _Draft, previous: Query | None, links: Sequence[Link]) -> Query:
     if draft.agg == "avg" and draft.grains and not draft.measures and not draft.numeric:
-        draft.average_over = draft.grains.pop().granularity  # "flights per day on average"
+        draft.average_over = draft.grains.pop().granularity  # "orders per day on average"
         draft.agg = None
     if draft.average_over and draft.view.time_dimension and not draft.grains:
         draft.grains.append(TimeDimension(draft.view.time_dimension))

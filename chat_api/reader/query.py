@@ -11,7 +11,7 @@ Extensions, where Cube's query has no form (all optional, all in ``ext``-named f
   "values": ["1000"]}``), applied after aggregation;
 - ``aggregates``: an aggregate over a numeric dimension that the model has no measure for
   (``{"agg": "median", "member": "flights.arr_delay"}``, ``percentile`` with ``p``);
-- ``ratio``: the first two measures divided (``"distance over air time"``);
+- ``ratio``: the first two measures divided (``"revenue over orders"``);
 - ``per_group``: top-N within each group (``{"dimensions": [...], "limit": 1}``);
 - ``share``: the percentage of the whole that a part is (``{"filters": [...]}``);
 - ``average_over``: the average per time bucket of a count (``"orders per day on average"``);

@@ -1,0 +1,131 @@
+"""The model-driven reader: any model, a user's warehouse read-only, typed queries, safety."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from chat_api.errors import ModelError, QueryExecutionError, UnreadableQuestionError
+from chat_api.reader import words as words_module
+from chat_api.reader.index import ModelIndex, build_index
+from chat_api.reader.interpret import read
+from chat_api.reader.query import Filter, Query
+from chat_api.reader.words import CALENDAR_MONTHS, WEEKDAYS
+from chat_api.semantic.checks import check_members
+from chat_api.semantic.model import load_model
+from chat_api.sql.data import default_database_path, ensure_database
+from chat_api.sql.warehouse import Warehouse
+
+
+@pytest.fixture(scope="module")
+def flights_index() -> ModelIndex:
+    with Warehouse(ensure_database(default_database_path())) as warehouse:
+        return build_index(load_model(), warehouse.query_raw)
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("how many flights in march", {"measures": ("flights.count",)}),
+        ("top 5 destinations from JFK", {"dimensions": ("flights.dest",), "limit": 5}),
+        (
+            "carriers with at least 1000 flights",
+            {"having": (Filter("flights.count", "gte", ("1000",)),)},
+        ),
+        (
+            "how many flights did not depart from JFK",
+            {"filters": (Filter("flights.origin", "notEquals", ("JFK",)),)},
+        ),
+        (
+            "what percentage of flights were cancelled",
+            {"share": (Filter("flights.cancelled", "equals", ("true",)),)},
+        ),
+        ("busiest destination for each origin", {"dimensions": ("flights.dest", "flights.origin")}),
+    ],
+)
+def test_the_reader_reads_shapes_into_a_typed_query(
+    flights_index: ModelIndex, question: str, expected: dict[str, object]
+) -> None:
+    query = read(question, flights_index)
+    for key, value in expected.items():
+        assert getattr(query, key) == value, (question, key)
+
+
+def test_an_unknown_noun_is_refused_naming_it(flights_index: ModelIndex) -> None:
+    with pytest.raises(UnreadableQuestionError, match="'price'"):
+        read("what is the average ticket price", flights_index)
+
+
+def test_a_follow_up_changes_the_previous_query(flights_index: ModelIndex) -> None:
+    first = read("avg dep delay for delta by month", flights_index)
+    second = read("what about united?", flights_index, previous=first)
+    assert second.measures == first.measures and second.dimensions == first.dimensions
+    assert second.filters[0].values == ("United Air Lines Inc.",)
+
+
+def test_the_typed_query_round_trips_through_json(flights_index: ModelIndex) -> None:
+    query = read("busiest destination for each origin in july", flights_index)
+    assert Query.from_json(query.to_json()) == query
+
+
+def test_no_dataset_word_lives_in_the_reader_package(flights_index: ModelIndex) -> None:
+    source = " ".join(
+        path.read_text(encoding="utf-8").lower() for path in Path("chat_api/reader").glob("*.py")
+    )
+    words = {
+        name.rpartition(".")[2].replace("_", " ")
+        for view in flights_index.views.values()
+        for name in view.members
+    }
+    words |= {v.value.lower() for hits in flights_index.values.values() for v in hits}
+    # English the grammar itself speaks (calendar, grains, Cube's words) is not a dataset's.
+    grammar = (
+        set(CALENDAR_MONTHS) | set(WEEKDAYS) | set(words_module.GRAINS) | {"count", "model", "name"}
+    )
+    grammar |= {w for role in words_module.DIRECTIONS.values() for w in role} | {"weekday"}
+    found = sorted(w for w in words - grammar if len(w) > 3 and f'"{w}"' in source)
+    assert found == []
+
+
+def test_a_user_duckdb_file_is_never_rebuilt(tmp_path: Path) -> None:
+    path = tmp_path / "mine.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE sales AS SELECT 1 AS amount")
+    before = path.read_bytes()
+    with pytest.raises(QueryExecutionError, match="never"):
+        ensure_database(path)
+    with Warehouse(path) as warehouse:
+        assert warehouse.query_raw("SELECT SUM(amount) FROM sales") == [(1,)]
+    assert path.read_bytes() == before
+
+
+def test_a_folder_of_parquet_and_csv_files_is_a_warehouse(tmp_path: Path) -> None:
+    (tmp_path / "regions.csv").write_text("region,target\nEast,10\nWest,20\n")
+    with duckdb.connect() as con:
+        con.execute(
+            f"COPY (SELECT 'East' AS region, 5 AS amount) TO '{tmp_path / 'sales.parquet'}'"
+        )
+    with Warehouse.from_folder(tmp_path) as warehouse:
+        rows = warehouse.query_raw(
+            "SELECT r.region, SUM(s.amount) FROM sales s JOIN regions r USING (region) GROUP BY 1"
+        )
+        assert rows == [("East", 5)]
+        with pytest.raises(QueryExecutionError):
+            warehouse.query_raw(f"SELECT * FROM read_csv_auto('{tmp_path / 'regions.csv'}')")
+
+
+def test_a_member_whose_sql_fails_is_reported_at_start(tmp_path: Path) -> None:
+    model_dir = tmp_path / "model"
+    shutil.copytree(Path("chat_api/data_model/main"), model_dir)
+    text = (model_dir / "airlines.yml").read_text().replace('"{CUBE}.name"', '"{CUBE}.nme"')
+    (model_dir / "airlines.yml").write_text(text)
+    with (
+        Warehouse(ensure_database(default_database_path())) as warehouse,
+        pytest.raises(ModelError) as caught,
+    ):
+        check_members(load_model(model_dir), warehouse.query_raw)
+    assert caught.value.file == "airlines.yml"
+    assert "name" in str(caught.value)
