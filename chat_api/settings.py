@@ -23,7 +23,7 @@ Environment variables (prefix ``CHATSCRIBE_``):
 ``CHATSCRIBE_MODEL_DIR``              folder of the semantic data model's YAML files
 ``CHATSCRIBE_READER``                 ``rules`` (the model-driven rule reader), ``legacy`` (the
                                       nycflights13-only planner) or ``auto`` (default: legacy on
-                                      the embedded nycflights13 model, rules on any other)
+                                      the embedded nycflights13 warehouse, rules on any other)
 ``CHATSCRIBE_DEVELOPMENT_MODE``       ``true`` streams ``thinking`` lines (default ``true``)
 ``CHATSCRIBE_LINE_DELAY_MS``          pause between stream lines, for demos and abort tests
 ``CHATSCRIBE_ROW_LIMIT``              rows returned in a SQL tool result (default 100)
@@ -106,8 +106,8 @@ class ChatApiSettings(BaseSettings):
         warehouse: The user's DuckDB file or folder of Parquet/CSV files, read-only.
         model_dir: Folder of the semantic data model (YAML cubes, views, access policies).
         reader: ``rules``: the model-driven reader (``chat_api.reader``); ``legacy``: the
-            nycflights13-only planner (``chat_api.planner``); ``auto``: legacy for the embedded
-            nycflights13 model and warehouse, rules for any other (:meth:`chosen_reader`).
+            nycflights13-only planner (``chat_api.planner``); ``auto``: legacy on the embedded
+            nycflights13 warehouse, rules on any other (:meth:`chosen_reader`).
         development_mode: When true the stream carries the agent's ``thinking`` lines
             (interface, "Chat stream message").
         line_delay_ms: Milliseconds to wait between two stream lines (0: none).
@@ -151,8 +151,7 @@ class ChatApiSettings(BaseSettings):
         """Returns: the reader ``auto`` stands for (legacy only on the embedded default)."""
         if self.reader != "auto":
             return self.reader
-        default = self.warehouse is None and self.model_dir.resolve() == DEFAULT_MODEL_DIR
-        return "legacy" if default else "rules"
+        return "legacy" if self.warehouse is None else "rules"
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -62,7 +62,7 @@ def evaluate(
     opened = open_warehouse(warehouse, cache=database_path or default_database_path())
     with opened as warehouse_:
         check_members(model, warehouse_.query_raw)
-        embedded = model_dir is None and warehouse is None
+        embedded = warehouse is None
         if reader == "legacy" or (reader == "auto" and embedded):
             toolbox = Toolbox(model, load_vocabulary(warehouse_.query_raw), warehouse_)
         else:
