@@ -169,10 +169,19 @@ class Turn:
         request = self.request
         yield self._line(wire.ID_CUTOFF, role="assistant", state=self._state(streaming=True))
         yield self._line(self._user_id, role="user", content=request.question)
-        if self._toolbox.index is not None:
-            yield from self._model_turn(self._toolbox.index)
-            return
-        assert self._toolbox.vocabulary is not None
+        index = self._toolbox.index
+        if index is not None:
+            answer = yield from self._model_answer(index)
+        else:
+            answer = yield from self._planner_answer()
+        yield from self._answer(answer)
+        yield self._line(wire.ID_STATE, state=self._state(streaming=False))
+        yield self.usage_line()
+
+    def _planner_answer(self) -> Generator[Line, Any, str]:
+        """The legacy planner's turn up to the answer text: plan, think, search, run."""
+        request = self.request
+        assert self._toolbox.vocabulary is not None  # the legacy toolbox always has one
         outcome = plan_question(
             request.question,
             vocabulary=self._toolbox.vocabulary,
@@ -188,37 +197,26 @@ class Turn:
             yield from self._thinking(reasoning)
         yield from self._meta_tool(search_query)
         if isinstance(outcome, CannotAnswer):
-            answer = compose_cannot_answer(outcome)
-        else:
-            answer = yield from self._answer_plan(outcome)
-        yield from self._answer(answer)
-        yield self._line(wire.ID_STATE, state=self._state(streaming=False))
-        yield self.usage_line()
+            return compose_cannot_answer(outcome)
+        return (yield from self._answer_plan(outcome))
 
-    def _model_turn(self, index: ModelIndex) -> Generator[Line, None, None]:
-        """The model-driven reader's turn: read, say the reading, run, answer."""
+    def _model_answer(self, index: ModelIndex) -> Generator[Line, Any, str]:
+        """The model-driven reader's turn up to the answer text: read, say it, search, run."""
         request = self.request
-        previous = _previous_query(request.previous)
         try:
-            query: Query | None = read(request.question, index, previous=previous)
+            query = read(request.question, index, previous=_previous_query(request.previous))
         except UnreadableQuestionError as exc:
-            query, reason = None, exc.reason
-        if query is None:
-            reasoning, search = [reason], request.question
-        else:
-            reasoning, search = [read_as(query, index), *query.notes], request.question
+            if request.development_mode:
+                yield from self._thinking([exc.reason])
+            yield from self._meta_tool(request.question)
+            return f"I can't answer that from the data: {exc.reason}"
         if request.development_mode:
-            yield from self._thinking(reasoning)
-        yield from self._meta_tool(search)
-        if query is None:
-            answer = f"I can't answer that from the data: {reason}"
-        else:
-            answer = yield from self._run_query(query, index)
-        yield from self._answer(answer)
-        yield self._line(wire.ID_STATE, state=self._state(streaming=False))
-        yield self.usage_line()
+            yield from self._thinking([read_as(query, index), *query.notes])
+        yield from self._meta_tool(request.question)
+        return (yield from self._run_query(query, index))
 
     def _run_query(self, query: Query, index: ModelIndex) -> Generator[Line, Any, str]:
+        """Says row-level security out loud, runs the typed query, composes the answer."""
         user = self.request.user
         checked = access_note(query, model=self._toolbox.model, index=index, user=user)
         if checked.query is None:
@@ -230,28 +228,18 @@ class Turn:
             and index.info(name).member.type in ("number", "boolean")
         )  # fmt: skip
         sql = semantic_sql(query, numeric=numeric)
-        title = read_as(query, index).removeprefix("Read as: ").rstrip(".")
+        reading = read_as(query, index)
         compiled = compile_tool_query(sql, model=self._toolbox.model, user=user)
         payload = {
-            "sqlQuery": sql, "queryTitle": title[:200], "description": read_as(query, index),
-            "userRequest": self.request.question, "memoryId": self.request.memory_id,
-        }  # fmt: skip
-        call_id = yield from self._tool_lines(wire.TOOL_SQL, payload)
-        call = {"name": wire.TOOL_SQL, "input": json.dumps(payload)}
-        outcome: QueryResult | ToolError = compiled if isinstance(compiled, dict) else {}
-        if not isinstance(compiled, dict):
-            self.sql_queries += 1
-            outcome = run_tool_query(
-                compiled, warehouse=self._toolbox.warehouse, row_limit=self.request.row_limit
-            )
+            "sqlQuery": sql,
+            "queryTitle": reading.removeprefix("Read as: ").rstrip(".")[:200],
+            "description": reading,
+            "userRequest": self.request.question,
+            "memoryId": self.request.memory_id,
+        }
+        outcome = yield from self._sql_call(payload, compiled)
         if isinstance(outcome, dict):
-            call["result"] = json.dumps(outcome)
-            yield self._tool_line(call_id, call, in_process=False)
-            logger.info("sql tool failed chat_id=%s code=%s", self.request.chat_id, outcome["code"])
             return f"I could not answer that: the query failed ({outcome['error']})."
-        result = result_payload(payload, outcome, row_limit=self.request.row_limit)
-        call["result"] = json.dumps(result)
-        yield self._tool_line(call_id, call, in_process=False)
         self.query = query
         columns = [name for name, _ in outcome.columns]
         answer = compose(
@@ -394,7 +382,19 @@ class Turn:
         """
         model, user = self._toolbox.model, self.request.user
         compiled = compile_tool_query(plan.semantic_sql, model=model, user=user)
-        payload = self._sql_input(plan, compiled)
+        outcome = yield from self._sql_call(self._sql_input(plan, compiled), compiled)
+        if isinstance(outcome, dict):
+            return f"I could not answer that: the query “{plan.title}” failed ({outcome['error']})."
+        return outcome
+
+    def _sql_call(
+        self, payload: dict[str, Any], compiled: CompiledQuery | ToolError
+    ) -> Generator[Line, Any, QueryResult | ToolError]:
+        """One ``svcSqlApi`` tool call: its input line, the run, its result line.
+
+        Returns:
+            The rows, or the tool error (a refused compile or a failed run) the result carries.
+        """
         call_id = yield from self._tool_lines(wire.TOOL_SQL, payload)
         call = {"name": wire.TOOL_SQL, "input": json.dumps(payload)}
         outcome: QueryResult | ToolError = compiled if isinstance(compiled, dict) else {}
@@ -407,7 +407,7 @@ class Turn:
             call["result"] = json.dumps(outcome)
             yield self._tool_line(call_id, call, in_process=False)
             logger.info("sql tool failed chat_id=%s code=%s", self.request.chat_id, outcome["code"])
-            return f"I could not answer that: the query “{plan.title}” failed ({outcome['error']})."
+            return outcome
         result = result_payload(payload, outcome, row_limit=self.request.row_limit)
         call["result"] = json.dumps(result)
         yield self._tool_line(call_id, call, in_process=False)
