@@ -28,8 +28,8 @@ import logging
 import re
 import uuid
 from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from chat_api.errors import UnreadableQuestionError
 from chat_api.planner.access import PROBE_SQL, AccessCheck, access_check
@@ -45,13 +45,14 @@ from chat_api.planner.planner import (
 from chat_api.planner.plans import build_plan, describe_filter
 from chat_api.planner.shape_answers import share_answer
 from chat_api.planner.specs import PlanState, plan_state, share_specs, spec_from_state
-from chat_api.planner.vocabulary import Vocabulary
+from chat_api.planner.vocabulary import Vocabulary, load_vocabulary
 from chat_api.reader.access import access_note
 from chat_api.reader.describe import compose, read_as
-from chat_api.reader.index import ModelIndex
+from chat_api.reader.index import ModelIndex, build_index
 from chat_api.reader.interpret import read
 from chat_api.reader.query import Query
 from chat_api.reader.sql import semantic_sql
+from chat_api.semantic.checks import check_members
 from chat_api.semantic.model import SemanticModel
 from chat_api.semantic.search import search_members
 from chat_api.sql.compiler import CompiledQuery
@@ -92,6 +93,26 @@ class Toolbox:
     warehouse: Warehouse
     reader: QuestionReader = rule_reader
     index: ModelIndex | None = None
+
+    @classmethod
+    def build(
+        cls, model: SemanticModel, warehouse: Warehouse, *, reader: Literal["rules", "legacy"]
+    ) -> Toolbox:
+        """The toolbox of ``reader`` over ``model`` and ``warehouse``, checked against each other.
+
+        Raises:
+            ModelError: a member's SQL fails against the warehouse (file and member named).
+        """
+        check_members(model, warehouse.query_raw)
+        if reader == "legacy":
+            return cls(model, load_vocabulary(warehouse.query_raw), warehouse)
+        return cls(model, None, warehouse, index=build_index(model, warehouse.query_raw))
+
+    def for_model(self, model: SemanticModel) -> Toolbox:
+        """The same warehouse and reader over another model (a branch), indexed anew."""
+        if self.index is None:
+            return replace(self, model=model)
+        return replace(self, model=model, index=build_index(model, self.warehouse.query_raw))
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,19 @@ def default_state_url() -> str:
     return f"sqlite:///{Path(state_home) / 'chatscribe' / STATE_FILE_NAME}"
 
 
+def resolve_reader(reader: str, *, embedded: bool) -> Literal["rules", "legacy"]:
+    """The reader a setting stands for: ``auto`` is legacy on the embedded warehouse only.
+
+    Raises:
+        ValueError: ``reader`` is not ``auto``, ``rules`` or ``legacy``.
+    """
+    if reader == "auto":
+        return "legacy" if embedded else "rules"
+    if reader not in ("rules", "legacy"):
+        raise ValueError(f"reader must be auto, rules or legacy, not {reader!r}")
+    return "legacy" if reader == "legacy" else "rules"
+
+
 class InternalUser(BaseModel):
     """An internal user created at start-up (``CHATSCRIBE_INTERNAL_USERS``).
 
@@ -148,10 +161,8 @@ class ChatApiSettings(BaseSettings):
     abort_window_s: float = Field(default=DEFAULT_ABORT_WINDOW_S, ge=0)
 
     def chosen_reader(self) -> Literal["rules", "legacy"]:
-        """Returns: the reader ``auto`` stands for (legacy only on the embedded default)."""
-        if self.reader != "auto":
-            return self.reader
-        return "legacy" if self.warehouse is None else "rules"
+        """Returns: the reader ``auto`` stands for (:func:`resolve_reader`)."""
+        return resolve_reader(self.reader, embedded=self.warehouse is None)
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -49,10 +49,8 @@ def evaluate(
     """
     from chat_api.agent import Toolbox
     from chat_api.evaluation.runner import run_items
-    from chat_api.planner.vocabulary import load_vocabulary
-    from chat_api.reader.index import build_index
-    from chat_api.semantic.checks import check_members
     from chat_api.semantic.model import load_model
+    from chat_api.settings import resolve_reader
     from chat_api.sql.data import default_database_path
     from chat_api.sql.warehouse import open_warehouse
 
@@ -61,13 +59,8 @@ def evaluate(
     outcomes = []
     opened = open_warehouse(warehouse, cache=database_path or default_database_path())
     with opened as warehouse_:
-        check_members(model, warehouse_.query_raw)
-        embedded = warehouse is None
-        if reader == "legacy" or (reader == "auto" and embedded):
-            toolbox = Toolbox(model, load_vocabulary(warehouse_.query_raw), warehouse_)
-        else:
-            index = build_index(model, warehouse_.query_raw)
-            toolbox = Toolbox(model, None, warehouse_, index=index)
+        kind = resolve_reader(reader, embedded=warehouse is None)
+        toolbox = Toolbox.build(model, warehouse_, reader=kind)
         for file, tag in chosen:
             questions = load_questions(file, tag=tag)
             outcomes += list(run_items(questions, toolbox=toolbox, categories=categories))

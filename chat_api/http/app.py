@@ -47,9 +47,6 @@ from chat_api.http.bodies import MAX_BODY_BYTES, describe_validation_error, read
 from chat_api.http.embed import STATIC_DIR, EmbedPages
 from chat_api.http.openapi import openapi_document
 from chat_api.http.service import REVOKE_SESSION_PATH, ChatService
-from chat_api.planner.vocabulary import load_vocabulary
-from chat_api.reader.index import build_index
-from chat_api.semantic.checks import check_members
 from chat_api.semantic.model import load_model
 from chat_api.settings import ChatApiSettings
 from chat_api.sql.warehouse import open_warehouse
@@ -116,13 +113,9 @@ def load_toolbox(settings: ChatApiSettings) -> Toolbox:
     """
     model = load_model(settings.model_dir)
     warehouse = open_warehouse(settings.warehouse, cache=settings.database_path)
-    check_members(model, warehouse.query_raw)
-    if settings.chosen_reader() == "legacy":
-        vocabulary = load_vocabulary(warehouse.query_raw)
-        return Toolbox(model=model, vocabulary=vocabulary, warehouse=warehouse)
-    index = build_index(model, warehouse.query_raw)
+    toolbox = Toolbox.build(model, warehouse, reader=settings.chosen_reader())
     logger.info("toolbox loaded views=%d warehouse=%r", len(model.views), warehouse)
-    return Toolbox(model=model, vocabulary=None, warehouse=warehouse, index=index)
+    return toolbox
 
 
 async def health(request: Request) -> Response:

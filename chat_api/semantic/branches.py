@@ -19,8 +19,8 @@ Rules enforced by :meth:`BranchCatalog.toolbox_for` (each refusal a 400 naming t
 
 Branch names are matched against the folder names found under the root, never joined into a
 path, so a name such as ``../x`` can only be unknown. Every branch shares the main toolbox's
-warehouse and vocabulary (the data is the same); only the model differs. A branch's model is
-loaded on first use and kept.
+warehouse and vocabulary (the data is the same); only the model differs, and the model reader's
+index is built for the branch's own model. A branch's model is loaded on first use and kept.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 from chat_api.agent import Toolbox
@@ -124,7 +123,7 @@ class BranchCatalog:
             found = self._toolboxes.get(branch)
             if found is None:
                 model = self._load(self.root / branch)
-                found = replace(self._base, model=model)
+                found = self._base.for_model(model)
                 self._toolboxes[branch] = found
                 logger.info("branch loaded branch=%s views=%d", branch, len(model.views))
             return found

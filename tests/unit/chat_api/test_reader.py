@@ -8,6 +8,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from chat_api.agent import Toolbox
 from chat_api.errors import ModelError, QueryExecutionError, UnreadableQuestionError
 from chat_api.reader import words as words_module
 from chat_api.reader.index import ModelIndex, build_index
@@ -129,3 +130,12 @@ def test_a_member_whose_sql_fails_is_reported_at_start(tmp_path: Path) -> None:
         check_members(load_model(model_dir), warehouse.query_raw)
     assert caught.value.file == "airlines.yml"
     assert "name" in str(caught.value)
+
+
+def test_a_branch_is_read_through_its_own_model() -> None:
+    with Warehouse(ensure_database(default_database_path())) as warehouse:
+        main = Toolbox.build(load_model(), warehouse, reader="rules")
+        branch = main.for_model(load_model(Path("chat_api/data_model/dev")))
+        assert main.index is not None and branch.index is not None
+        assert "flights.median_arr_delay" in main.index.views["flights"].members
+        assert "flights.median_arr_delay" not in branch.index.views["flights"].members
