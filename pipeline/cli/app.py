@@ -37,7 +37,7 @@ from models.records import MAX_REQUESTS_PER_MINUTE
 from pipeline.cli.api_users import keys_app, users_app
 from pipeline.cli.archive import archive_app, retention_app
 from pipeline.cli.dlq import dlq_app
-from pipeline.cli.evaluation import run_eval
+from pipeline.cli.evaluation import ModelDirOption, ReaderOption, WarehouseOption, run_eval
 from pipeline.cli.partitions import partitions_app
 from pipeline.cli.runs import runs_app
 from pipeline.settings import Settings
@@ -83,17 +83,9 @@ Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")
 def api_serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8400,
-    model_dir: Annotated[
-        Path | None, typer.Option("--model-dir", help="Cube YAML model folder.")
-    ] = None,
-    warehouse: Annotated[
-        Path | None,
-        typer.Option(help="DuckDB file (read-only) or folder of Parquet/CSV files."),
-    ] = None,
-    reader: Annotated[
-        str | None,
-        typer.Option(help="rules (model-driven), legacy (flights planner) or auto (default)."),
-    ] = None,
+    model_dir: ModelDirOption = None,
+    warehouse: WarehouseOption = None,
+    reader: ReaderOption = None,
     verbose: Verbose = False,
 ) -> None:
     """Serve the Chat API (chat stream, abort, generate-session) under uvicorn."""

@@ -21,6 +21,15 @@ FileOption = Annotated[
     list[Path] | None,
     typer.Option("--file", help="Only this questions file (repeatable); default all of them."),
 ]
+ModelDirOption = Annotated[Path | None, typer.Option("--model-dir", help="Cube YAML model folder.")]
+WarehouseOption = Annotated[
+    Path | None, typer.Option(help="DuckDB file (read-only) or folder of Parquet/CSV files.")
+]
+ReaderOption = Annotated[
+    str | None,
+    typer.Option(help="rules (model-driven), legacy (flights planner) or auto (default)."),
+]
+"""Where the agent's model, data and reader come from: ``api serve`` and ``eval`` alike."""
 
 
 def run_eval(
@@ -28,23 +37,20 @@ def run_eval(
     file: FileOption = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     failures: Annotated[bool, typer.Option(help="List the failed phrasings.")] = True,
-    model_dir: Annotated[
-        Path | None, typer.Option("--model-dir", help="Cube YAML model folder.")
-    ] = None,
-    warehouse: Annotated[
-        Path | None,
-        typer.Option(help="DuckDB file (read-only) or folder of Parquet/CSV files."),
-    ] = None,
-    reader: Annotated[
-        str, typer.Option(help="rules (model-driven), legacy (flights planner) or auto.")
-    ] = "auto",
+    model_dir: ModelDirOption = None,
+    warehouse: WarehouseOption = None,
+    reader: ReaderOption = None,
 ) -> None:
     """Score the agent on the evaluation questions: per-category execution accuracy."""
     from chat_api.evaluation import evaluate, file_tag, render_text  # load on use: pandas
 
     files = [(path, file_tag(path)) for path in file] if file else None
     report = evaluate(
-        categories=category, files=files, model_dir=model_dir, warehouse=warehouse, reader=reader
+        categories=category,
+        files=files,
+        model_dir=model_dir,
+        warehouse=warehouse,
+        reader=reader or "auto",
     )
     if json_output:
         typer.echo(json.dumps(report.as_json(), indent=2))
