@@ -34,6 +34,7 @@ from chat_api.reader.words import (
     UNIT_OF_TITLE,
     WEEKDAYS,
 )
+from chat_api.semantic.checks import cube_select
 from chat_api.semantic.model import Member, ResolvedView, SemanticModel
 
 logger = logging.getLogger(__name__)
@@ -294,11 +295,10 @@ def _distinct_values(
     rendered = model.rendered.dimensions.get(key)
     if rendered is None or rendered.cubes - {key[0]}:
         return []
-    source = model.rendered.sources[key[0]].copy()
-    source.set("alias", exp.TableAlias(this=exp.to_identifier(key[0], quoted=True)))
+    value = exp.alias_(rendered.expression, "v")
     select = (
-        exp.select(exp.alias_(rendered.expression.copy(), "v"), "COUNT(*) AS n")
-        .from_(source)
+        cube_select(model, key[0], [value])
+        .select("COUNT(*) AS n")
         .group_by("1")
         .order_by("n DESC")
         .limit(MAX_VALUES + 1)

@@ -47,11 +47,20 @@ def _expressions(model: SemanticModel, cube: str) -> dict[str, exp.Expr]:
     return found
 
 
-def _select(model: SemanticModel, cube: str, expressions: list[exp.Expr]) -> str:
+def cube_select(model: SemanticModel, cube: str, expressions: list[exp.Expr]) -> exp.Select:
+    """Returns: ``SELECT <expressions> FROM <the cube's table or SQL> AS "<cube>"``.
+
+    For trusted reads of one cube's own columns (this check, the reader's value index); the
+    expressions are the model's rendered SQL, copied. No expression selects ``1``.
+    """
     source = model.rendered.sources[cube].copy()
     source.set("alias", exp.TableAlias(this=exp.to_identifier(cube, quoted=True)))
     projections = [e.copy() for e in expressions] or [exp.Literal.number(1)]
-    return exp.select(*projections).from_(source).limit(0).sql(dialect="duckdb")
+    return exp.select(*projections).from_(source)
+
+
+def _select(model: SemanticModel, cube: str, expressions: list[exp.Expr]) -> str:
+    return cube_select(model, cube, expressions).limit(0).sql(dialect="duckdb")
 
 
 def _find_failure(
