@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,6 +141,9 @@ class ModelIndex:
         entity_phrases: Lemma phrase -> ``(view, cube)`` pairs.
         values: Value phrase (lower-case words) -> hits.
         longest: Words in the longest phrase of any table.
+        measures: Every measure's name (``view.member``).
+        fuzzy_words: The words of every phrase (4 letters or more, sorted) that a misspelt
+            word may be corrected to.
     """
 
     views: dict[str, ViewIndex]
@@ -148,6 +151,8 @@ class ModelIndex:
     entity_phrases: dict[Phrase, list[tuple[str, str]]] = field(default_factory=dict)
     values: dict[Phrase, list[ValueHit]] = field(default_factory=dict)
     longest: int = 1
+    measures: frozenset[str] = frozenset()
+    fuzzy_words: tuple[str, ...] = ()
 
     def info(self, qualified: str) -> MemberInfo:
         """The member called ``view.member``.
@@ -156,14 +161,6 @@ class ModelIndex:
             KeyError: no such member.
         """
         return self.views[qualified.partition(".")[0]].members[qualified]
-
-    def vocabulary(self) -> set[str]:
-        """Every word of every phrase: what fuzzy matching may correct a typo to."""
-        found: set[str] = set()
-        for table in (self.member_phrases, self.entity_phrases, self.values):
-            for phrase in table:
-                found.update(phrase)
-        return found
 
 
 def phrase(text: str) -> Phrase:
@@ -200,8 +197,16 @@ def build_index(model: SemanticModel, rows: ValueRows | None) -> ModelIndex:
                 index.entity_phrases.setdefault(words, []).append((view_index.name, entity.cube))
     if rows is not None:
         _index_values(model, index, rows)
-    tables: Iterable[Phrase] = [*index.member_phrases, *index.entity_phrases, *index.values]
+    tables: list[Phrase] = [*index.member_phrases, *index.entity_phrases, *index.values]
     index.longest = max((len(p) for p in tables), default=1)
+    words = {w for p in tables for w in p if len(w) >= 4 and not w.isdigit()}
+    index.fuzzy_words = tuple(sorted(words))
+    index.measures = frozenset(
+        name
+        for view in index.views.values()
+        for name, info in view.members.items()
+        if info.member.kind == "measure"
+    )
     return index
 
 

@@ -208,26 +208,14 @@ def _verb_only(word: str) -> bool:
 
 
 def _members_with_word(index: ModelIndex, word: str) -> tuple[str, ...]:
-    measures = _measure_names(index)
     found = [
-        (name in measures, len(words), words.index(word), name)
+        (name in index.measures, len(words), words.index(word), name)
         for words, names in index.member_phrases.items()
         if word in words
         for name in names
     ]
     found.sort()
     return tuple(dict.fromkeys(name for *_, name in found))
-
-
-def _measure_names(index: ModelIndex) -> frozenset[str]:
-    cached = getattr(index, "_measure_names", None)
-    if cached is None:
-        cached = frozenset(
-            name for view in index.views.values() for name, info in view.members.items()
-            if info.member.kind == "measure"
-        )  # fmt: skip
-        object.__setattr__(index, "_measure_names", cached)
-    return cached
 
 
 def _passed_over(word: str) -> bool:
@@ -243,30 +231,19 @@ def _corrected(token: Token, i: int, index: ModelIndex) -> Link | None:
     """A misspelt model word: the closest word of the index, when close enough."""
     if len(token.text) < 4 or token.kind != "word":
         return None
-    vocabulary = _vocabulary(index)
-    match = process.extractOne(token.text, vocabulary, scorer=fuzz.ratio, score_cutoff=FUZZY_SCORE)
+    match = process.extractOne(
+        token.text, index.fuzzy_words, scorer=fuzz.ratio, score_cutoff=FUZZY_SCORE
+    )
     if match is None:
         return None
     word = match[0]
     hits = index.values.get((word,))
     if hits:
         return Link("value", i, i + 1, token.text, values=tuple(hits), exact=False)
-    fixed = Token(word, word, "word")
-    found = _partial(fixed, i, index)
-    lemmas = (word,)
-    if lemmas in index.member_phrases:
-        return Link(
-            "member", i, i + 1, token.text, members=tuple(index.member_phrases[lemmas]), exact=False
-        )
-    return found
-
-
-def _vocabulary(index: ModelIndex) -> tuple[str, ...]:
-    cached = getattr(index, "_fuzzy_words", None)
-    if cached is None:
-        cached = tuple(sorted(w for w in index.vocabulary() if len(w) >= 4 and not w.isdigit()))
-        object.__setattr__(index, "_fuzzy_words", cached)
-    return cached
+    members = index.member_phrases.get((word,))
+    if members:
+        return Link("member", i, i + 1, token.text, members=tuple(members), exact=False)
+    return _partial(Token(word, word, "word"), i, index)
 
 
 def _special(tokens: Sequence[Token], i: int) -> Link | None:
