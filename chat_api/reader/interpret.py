@@ -34,8 +34,12 @@ from chat_api.reader.text import Token, tokens
 from chat_api.reader.words import DIRECTIONS
 
 DEFAULT_TOP = 10
+SUPERLATIVES = frozenset(
+    {"highest", "largest", "biggest", "longest", "greatest", "worst", "lowest", "smallest",
+     "shortest", "least", "peak"}
+)  # fmt: skip
+"""Aggregation words that also order a breakdown ("the highest average")."""
 _CONTENT = frozenset({"member", "entity", "value"})
-_GRAINS = ("hour", "day", "week", "month", "quarter", "year")
 
 
 @dataclass
@@ -183,7 +187,7 @@ def _on_by(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
 
 
 def _on_agg(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
-    if value in ("max", "min") and item.text in _superlatives():
+    if value in ("max", "min") and item.text in SUPERLATIVES:
         draft.direction = draft.direction or ("desc" if value == "max" else "asc")
     draft.agg = value
     if value == "percentile":
@@ -192,11 +196,6 @@ def _on_agg(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool
             draft.numbers.remove(number)
             draft.agg = f"p{number.number}"
     return True
-
-
-def _superlatives() -> frozenset[str]:
-    return frozenset({"highest", "largest", "biggest", "longest", "greatest", "worst", "lowest",
-                      "smallest", "shortest", "least", "peak"})  # fmt: skip
 
 
 def _on_order(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:

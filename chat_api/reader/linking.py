@@ -19,7 +19,7 @@ from typing import Any
 
 from rapidfuzz import fuzz, process
 
-from chat_api.reader.index import ModelIndex, Phrase, ValueHit
+from chat_api.reader.index import ModelIndex, ValueHit
 from chat_api.reader.text import Token, is_inflected_verb, parts_of_speech
 from chat_api.reader.words import (
     AGGREGATIONS,
@@ -27,7 +27,6 @@ from chat_api.reader.words import (
     CALENDAR_MONTHS,
     COMPARATORS,
     COMPARISONS,
-    DIRECTIONS,
     FOLLOW_UPS,
     FUNCTION_WORDS,
     GRAINS,
@@ -291,13 +290,3 @@ def _date(token: Token) -> dict[str, Any]:
         year = parts[2] + (2000 if parts[2] < 100 else 0)
         found = {"date": dt.date(year, parts[0], parts[1]).isoformat()}
     return found
-
-
-def direction_words(link_: Link) -> tuple[str, ...]:
-    """Returns: the member words a preposition points to ("to" -> destination words)."""
-    return DIRECTIONS.get(link_.text, ())
-
-
-def phrase_of(link_: Link) -> Phrase:
-    """Returns: the link's words as a phrase."""
-    return tuple(link_.text.split())

@@ -22,7 +22,13 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from chat_api.reader.query import DimensionAggregate, Filter, Query, TimePartFilter
+from chat_api.reader.query import (
+    DimensionAggregate,
+    Filter,
+    Query,
+    TimeDimension,
+    TimePartFilter,
+)
 
 _PART_SQL = {
     "hour": "HOUR", "weekday": "ISODOW", "day": "DAY", "month": "MONTH", "quarter": "QUARTER",
@@ -175,10 +181,10 @@ def _condition(f: Filter, numeric: frozenset[str]) -> exp.Expr:
     return member_of
 
 
-def _time_range(td: object) -> exp.Expr:
-    assert hasattr(td, "date_range") and td.date_range is not None
+def _time_range(td: TimeDimension) -> exp.Expr:
+    assert td.date_range is not None  # only called for time dimensions with a range
     low, high = td.date_range
-    ref = _ref(td.dimension)  # type: ignore[attr-defined]
+    ref = _ref(td.dimension)
     start = exp.cast(exp.Literal.string(low), "date")
     end = exp.Add(
         this=exp.cast(exp.Literal.string(high), "date"),
@@ -307,13 +313,11 @@ def _share(query: Query, numeric: frozenset[str]) -> exp.Select:
 def _average_over(query: Query, numeric: frozenset[str]) -> exp.Select:
     assert query.average_over is not None
     td = next(iter(query.time_dimensions), None)
-    dimension = td.dimension if td else ""
     bucketed = Query(
         view=query.view, measures=query.measures[:1], dimensions=query.dimensions,
         time_dimensions=(replace(td, granularity=query.average_over), *query.time_dimensions[1:]),
         filters=query.filters, time_parts=query.time_parts,
     ) if td else query  # fmt: skip
-    del dimension
     inner = _select(bucketed, numeric)
     value = column(query.measures[0])
     keys = [exp.column(column(d), quoted=True) for d in query.dimensions]
