@@ -60,7 +60,7 @@ def read_as(query: Query, index: ModelIndex) -> str:
         parts.append(f"{shown}{word} first" if query.limit != 1 else f"the {word}")
     if query.average_over:
         parts.append(f"averaged per {query.average_over}")
-    return "Read as: " + "; ".join(p for p in parts if p) + "."
+    return "Read as: " + "; ".join(p for p in parts if p).rstrip(".") + "."
 
 
 def _asked(query: Query, index: ModelIndex) -> str:

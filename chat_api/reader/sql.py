@@ -330,9 +330,6 @@ def _average_over(query: Query, numeric: frozenset[str]) -> exp.Select:
         ),
     ).from_(inner.subquery("buckets"))
     if keys:
-        outer = (
-            outer.group_by(*keys)
-            .order_by(exp.Literal.number(len(keys) + 1))
-            .order_by(exp.Ordered(this=exp.Literal.number(len(keys) + 1), desc=True))
-        )
+        highest = exp.Ordered(this=exp.Literal.number(len(keys) + 1), desc=True)
+        outer = outer.group_by(*keys).order_by(highest)
     return outer

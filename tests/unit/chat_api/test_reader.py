@@ -11,9 +11,11 @@ import pytest
 from chat_api.agent import Toolbox
 from chat_api.errors import ModelError, QueryExecutionError, UnreadableQuestionError
 from chat_api.reader import words as words_module
+from chat_api.reader.describe import read_as
 from chat_api.reader.index import ModelIndex, build_index
 from chat_api.reader.interpret import read
-from chat_api.reader.query import Filter, Query
+from chat_api.reader.query import Filter, Query, TimeDimension
+from chat_api.reader.sql import semantic_sql
 from chat_api.reader.words import CALENDAR_MONTHS, WEEKDAYS
 from chat_api.semantic.checks import check_members
 from chat_api.semantic.model import load_model
@@ -139,3 +141,19 @@ def test_a_branch_is_read_through_its_own_model() -> None:
         assert main.index is not None and branch.index is not None
         assert "flights.median_arr_delay" in main.index.views["flights"].members
         assert "flights.median_arr_delay" not in branch.index.views["flights"].members
+
+
+def test_an_average_per_bucket_by_group_lists_the_highest_first() -> None:
+    query = Query(
+        "flights",
+        measures=("flights.count",),
+        dimensions=("flights.carrier",),
+        time_dimensions=(TimeDimension("flights.flight_date"),),
+        average_over="day",
+    )
+    assert semantic_sql(query).endswith("ORDER BY 2 DESC NULLS LAST")
+
+
+def test_the_reading_ends_with_one_full_stop(flights_index: ModelIndex) -> None:
+    reading = read_as(read("avg dep delay for delta", flights_index), flights_index)
+    assert reading.endswith("Inc.") and not reading.endswith("..")
