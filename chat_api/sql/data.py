@@ -144,9 +144,10 @@ def ensure_database(path: Path) -> Path:
         ``path``, holding tables ``flights`` (336,776 rows), ``airlines``, ``airports``,
         ``planes`` and ``weather`` in schema ``main``.
     """
-    if _is_current(path):
+    recorded = _recorded_version(path) if path.exists() else ""
+    if recorded == SCHEMA_VERSION:
         return path
-    if path.exists() and not _is_ours(path):
+    if recorded is None:
         raise QueryExecutionError(
             f"{path} exists and is not a nycflights13 warehouse built here; it is never "
             "rebuilt (serve a warehouse of your own with --warehouse)",
@@ -167,27 +168,21 @@ def ensure_database(path: Path) -> Path:
     return path
 
 
-def _is_current(path: Path) -> bool:
-    if not path.exists():
-        return False
+def _recorded_version(path: Path) -> str | None:
+    """The schema version an existing file records.
+
+    Returns:
+        The version; ``""`` for a file of ours that records none; None for a file this module
+        did not build (no meta table) or that DuckDB cannot open.
+    """
     try:
         with duckdb.connect(str(path), read_only=True, config=dict(READ_ONLY_CONFIG)) as con:
             row = con.execute(
                 f"SELECT value FROM {META_TABLE} WHERE key = 'schema_version'"
             ).fetchone()
     except duckdb.Error:
-        return False
-    return row is not None and row[0] == SCHEMA_VERSION
-
-
-def _is_ours(path: Path) -> bool:
-    """Whether ``path`` is a warehouse this module built (it has the meta table)."""
-    try:
-        with duckdb.connect(str(path), read_only=True, config=dict(READ_ONLY_CONFIG)) as con:
-            con.execute(f"SELECT 1 FROM {META_TABLE} LIMIT 1")
-    except duckdb.Error:
-        return False
-    return True
+        return None
+    return str(row[0]) if row is not None else ""
 
 
 def _build(target: Path) -> None:
