@@ -38,7 +38,7 @@ def evaluate(
         warehouse: The user's DuckDB file or Parquet/CSV folder (read-only); default the
             embedded nycflights13.
         reader: ``rules`` (the model-driven reader), ``legacy`` (the flights planner) or
-            ``auto`` (legacy on the embedded model and warehouse, rules on any other).
+            ``auto`` (legacy on the embedded nycflights13 warehouse, rules on any other).
 
     Returns:
         The report.

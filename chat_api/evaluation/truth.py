@@ -21,7 +21,7 @@ with ``>``, ``>=``, ``<``, ``<=`` or ``!=`` (compared as a number when it reads 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -70,7 +70,7 @@ class Truth:
     percent: bool = False
 
 
-def sql_truth(spec: Mapping[str, Any], run: Any) -> Truth:
+def sql_truth(spec: Mapping[str, Any], run: Callable[[str], Sequence[Any]]) -> Truth:
     """Computes a truth written as hand-written SQL over the warehouse's tables.
 
     Args:
