@@ -1,6 +1,7 @@
 """The DuckDB adapter: runs compiled queries read-only and returns JSON-safe rows.
 
-Only this module and ``chat_api.sql.data`` import duckdb. The database is opened read-only with
+Only this module and ``chat_api.sql.data`` import duckdb to read (the dataset builders of
+``chat_api.datasets`` use it to write their own files). The database is opened read-only with
 external access disabled and the configuration locked, so even SQL that slipped past the
 compiler could not read files, load extensions or change settings. Each call takes its own
 cursor, so one ``Warehouse`` serves a thread pool.

@@ -20,7 +20,7 @@ from chat_api.reader.words import CALENDAR_MONTHS, WEEKDAYS
 from chat_api.semantic.checks import check_members
 from chat_api.semantic.model import load_model
 from chat_api.sql.data import default_database_path, ensure_database
-from chat_api.sql.warehouse import Warehouse
+from chat_api.sql.warehouse import Warehouse, open_warehouse
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +157,11 @@ def test_an_average_per_bucket_by_group_lists_the_highest_first() -> None:
 def test_the_reading_ends_with_one_full_stop(flights_index: ModelIndex) -> None:
     reading = read_as(read("avg dep delay for delta", flights_index), flights_index)
     assert reading.endswith("Inc.") and not reading.endswith("..")
+
+
+def test_a_warehouse_path_without_data_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(QueryExecutionError, match=r"no \.parquet or \.csv files"):
+        open_warehouse(tmp_path, cache=tmp_path / "unused.duckdb")
+    with pytest.raises(QueryExecutionError, match="no DuckDB file"):
+        open_warehouse(tmp_path / "missing.duckdb", cache=tmp_path / "unused.duckdb")
+    assert list(tmp_path.iterdir()) == []
