@@ -59,6 +59,8 @@ __all__ = [
 ]  # fmt: skip
 
 DEFAULT_MODEL_FOLDER = Path(__file__).resolve().parents[1] / "data_model" / "main"
+FAN_OUT_RELATIONSHIPS = frozenset({"one_to_many", "has_many"})
+REPEATING_RELATIONSHIPS = frozenset({"many_to_one", "belongs_to"})
 AGG_TYPES: Mapping[str, AggType] = MappingProxyType(
     {"count": "count", "count_distinct": "countDistinct", "sum": "sum", "avg": "avg",
      "min": "min", "max": "max", "number": "number"}
@@ -97,7 +99,14 @@ class Member:
 
 @dataclass(frozen=True)
 class ResolvedView:
-    """A view with its members in declaration order and the join path of each of its cubes."""
+    """A view with its members in declaration order and the join path of each of its cubes.
+
+    ``multiplied`` names the cubes whose rows the view's joins can repeat (Cube documentation,
+    "Joins", relationship types): every cube outside the far side of a ``one_to_many`` join, and
+    every cube on the far side of a ``many_to_one`` join. Their measures are aggregated once per
+    primary key (``chat_api.sql.relations``), as Cube does, so a customer with three orders is
+    one customer.
+    """
 
     name: str
     title: str
@@ -108,6 +117,7 @@ class ResolvedView:
     policies: tuple[AccessPolicy, ...] = ()
     public: bool = True
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    multiplied: frozenset[str] = frozenset()
     _by_name: Mapping[str, Member] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -307,6 +317,8 @@ def _resolve_view(view: View, cubes: Mapping[str, Cube], file: str) -> ResolvedV
         )
         raise ModelError(problem, file=file, path=f"views.{view.name}")
     _check_policies(view.access_policy, set(names), file, f"views.{view.name}.access_policy")
+    multiplied = _multiplied_cubes(join_paths, cubes)
+    _check_primary_keys(multiplied, members, cubes, file, f"views.{view.name}")
     return ResolvedView(
         name=view.name,
         title=view.title or _humanize(view.name),
@@ -317,7 +329,43 @@ def _resolve_view(view: View, cubes: Mapping[str, Cube], file: str) -> ResolvedV
         policies=view.access_policy,
         public=view.public,
         meta=view.meta,
+        multiplied=multiplied,
     )
+
+
+def _multiplied_cubes(
+    join_paths: Mapping[str, tuple[str, ...]], cubes: Mapping[str, Cube]
+) -> frozenset[str]:
+    """The cubes whose rows the joins of a view repeat (``ResolvedView`` docstring)."""
+    multiplied: set[str] = set()
+    for path in join_paths.values():
+        if len(path) < 2:
+            continue
+        join = cubes[path[-2]].join(path[-1])
+        relationship = join.relationship if join is not None else "many_to_one"
+        far_side = {cube for cube, other in join_paths.items() if other[: len(path)] == path}
+        if relationship in FAN_OUT_RELATIONSHIPS:
+            multiplied |= set(join_paths) - far_side
+        elif relationship in REPEATING_RELATIONSHIPS:
+            multiplied |= far_side
+    return frozenset(multiplied)
+
+
+def _check_primary_keys(
+    multiplied: frozenset[str], members: list[Member], cubes: Mapping[str, Cube], file: str,
+    where: str,
+) -> None:  # fmt: skip
+    """A measure of a repeated cube is counted once per primary key, so the cube needs one."""
+    for member in members:
+        if member.kind != "measure" or member.cube not in multiplied:
+            continue
+        if not any(d.primary_key for d in cubes[member.cube].dimensions):
+            raise ModelError(
+                f"measure {member.name} of cube {member.cube} is repeated by the view's joins; "
+                f"give cube {member.cube} a primary_key dimension so each row counts once",
+                file=file,
+                path=where,
+            )
 
 
 def _check_join_path(

@@ -24,7 +24,6 @@ kept as a template over the placeholder column ``"__measure__"."__input__"``.
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,7 +43,6 @@ PHYSICAL_SCHEMA_NAME = "main"
 MEASURE_PLACEHOLDER = "__measure__"
 INPUT_PLACEHOLDER = "__input__"
 """Column (of table :data:`MEASURE_PLACEHOLDER`) standing for an aggregate measure's input."""
-FAN_OUT_RELATIONSHIPS = frozenset({"one_to_many", "has_many"})
 _REFERENCE = re.compile(r"\{\s*([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\s*\}")
 
 
@@ -123,7 +121,7 @@ def render_model(
         measures=MappingProxyType(measures),
     )
     for view in views.values():
-        _check_view(view, cubes, rendered, files.get(f"views.{view.name}", ""))
+        _check_view(view, rendered, files.get(f"views.{view.name}", ""))
     return rendered
 
 
@@ -315,19 +313,7 @@ def _source(cube: Cube, files: Mapping[str, str]) -> exp.Expr:
     return exp.Subquery(this=query)
 
 
-def _check_view(
-    view: ResolvedView, cubes: Mapping[str, Cube], rendered: RenderedModel, file: str
-) -> None:
-    for path in view.join_paths.values():
-        for parent, child in itertools.pairwise(path):
-            join = cubes[parent].join(child)
-            if join is not None and join.relationship in FAN_OUT_RELATIONSHIPS:
-                raise ModelError(
-                    f"join {parent} -> {child} is {join.relationship}; views support "
-                    "many_to_one and one_to_one joins only",
-                    file=file,
-                    path=f"views.{view.name}",
-                )
+def _check_view(view: ResolvedView, rendered: RenderedModel, file: str) -> None:
     for member in view.members:
         missing = member_cubes(rendered, member.cube, member.cube_member) - set(view.join_paths)
         if missing:

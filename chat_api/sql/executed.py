@@ -12,13 +12,15 @@ from sqlglot import exp
 
 from chat_api.semantic.model import SemanticModel
 from chat_api.sql.guard import check_executed_sql
+from chat_api.sql.relations import DEDUPLICATING_FUNCTIONS
 
 
 def check_compiled_sql(sql: str, *, model: SemanticModel) -> None:
     """Check the DuckDB text that will run against the guard's allow-list (parsed again).
 
-    Tables allowed: those the model's cubes read; functions: ``ALLOWED_FUNCTIONS`` and those
-    of the model's own SQL (``chat_api.sql.guard.check_executed_sql``).
+    Tables allowed: those the model's cubes read; functions: ``ALLOWED_FUNCTIONS``, those
+    of the model's own SQL and the compiler's once-per-key aggregates
+    (``chat_api.sql.guard.check_executed_sql``).
 
     Raises:
         SemanticSqlError: the executed text holds anything outside the allow-list.
@@ -43,7 +45,7 @@ def _model_allowances(model: SemanticModel) -> tuple[frozenset[str], frozenset[s
         roots += [measure.formula] if measure.formula is not None else []
         roots += [measure.aggregate] if measure.aggregate is not None else []
     tables = frozenset(t.name for root in roots for t in root.find_all(exp.Table))
-    functions = frozenset(
+    functions = DEDUPLICATING_FUNCTIONS | frozenset(
         node.name.upper() if isinstance(node, exp.Anonymous) else node.sql_name()
         for root in roots
         for node in root.find_all(exp.Func)

@@ -241,8 +241,11 @@ def _has_aggregate(node: exp.Expr) -> bool:
 
 
 def _loose_columns(node: exp.Expr) -> list[exp.Column]:
-    """Columns read outside any aggregate (window functions are looked through)."""
-    if isinstance(node, exp.Query | exp.AggFunc | exp.Filter | exp.WithinGroup):
+    """Columns read outside any aggregate.
+
+    Window functions are looked through; a lambda's body reads its own parameters.
+    """
+    if isinstance(node, exp.Query | exp.AggFunc | exp.Filter | exp.WithinGroup | exp.Lambda):
         return []
     if isinstance(node, exp.Column):
         return [node]

@@ -14,6 +14,13 @@ query becomes the measure's aggregation over its input column (Cube documentatio
 types": ``count`` counts rows, ``count_distinct`` counts distinct values, ``sum``/``avg``/
 ``min``/``max`` ignore NULLs as SQL does, ``number`` is a formula over other measures or the
 model's own aggregate over its input column).
+
+A cube whose rows the view's joins repeat (``ResolvedView.multiplied``: the "one" side of a
+``one_to_many`` join, the far side of a ``many_to_one``) has its measures aggregated once per
+primary key, as Cube does for "multiplied measures": ``count`` becomes a count of distinct keys,
+``sum``/``avg`` add or average one value per distinct ``(key, value)`` pair, ``min``/``max`` and
+``count_distinct`` need nothing. The relation then also projects the cube's key as
+``"__key__<cube>"``.
 """
 
 from __future__ import annotations
@@ -22,11 +29,19 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from chat_api.errors import SemanticSqlError
 from chat_api.semantic.model import ResolvedView, SemanticModel
-from chat_api.semantic.templates import MEASURE_PLACEHOLDER
+from chat_api.semantic.templates import MEASURE_PLACEHOLDER, RenderedSql
 from chat_api.sql.policies import ViewAccess
 
 MEASURE_COLUMN_PREFIX = "__measure__"
+KEY_COLUMN_PREFIX = "__key__"
+DEDUPLICATING_FUNCTIONS = frozenset(
+    {"LIST_SUM", "LIST_AVG", "TRANSFORM", "ARRAY_DISTINCT", "ARRAY_AGG", "STRUCT"}
+)
+"""What the once-per-key aggregates of repeated cubes call (sqlglot names); the executed-SQL
+check allows them, the Semantic SQL a user writes still may not call them."""
+_ONCE_PER_KEY = {"sum": "LIST_SUM", "avg": "LIST_AVG"}
 _AGGREGATIONS: dict[str, type[exp.Expr]] = {
     "count": exp.Count,
     "sum": exp.Sum,
@@ -47,6 +62,7 @@ class ViewUse:
         table: The ``Table`` node of the query that the relation replaces.
         dimensions: View member names projected, in first-use order.
         measures: ``(cube, measure)`` pairs whose inputs are projected.
+        keys: Repeated cubes whose primary key is projected (module docstring).
     """
 
     view: ResolvedView
@@ -55,6 +71,7 @@ class ViewUse:
     table: exp.Table
     dimensions: dict[str, None] = field(default_factory=dict)
     measures: dict[tuple[str, str], None] = field(default_factory=dict)
+    keys: dict[str, None] = field(default_factory=dict)
 
 
 def measure_column(cube: str, measure: str) -> str:
@@ -77,6 +94,8 @@ def aggregate(model: SemanticModel, use: ViewUse, cube: str, measure: str) -> ex
         return formula
     use.measures[cube, measure] = None
     column = exp.column(measure_column(cube, measure), table=use.alias, quoted=True)
+    if cube in use.view.multiplied and rendered.kind in ("count", "sum", "avg"):
+        return _once_per_key(use, cube, rendered.kind, column, rendered.aggregate is not None)
     if rendered.aggregate is not None:  # a median, a percentile...: the model's own aggregate
         call = rendered.aggregate.copy()
         call.set("this", column)
@@ -84,6 +103,45 @@ def aggregate(model: SemanticModel, use: ViewUse, cube: str, measure: str) -> ex
     if rendered.kind == "count_distinct":
         return exp.Count(this=exp.Distinct(expressions=[column]))
     return _AGGREGATIONS[rendered.kind](this=column)
+
+
+def _once_per_key(
+    use: ViewUse, cube: str, kind: str, column: exp.Column, own_aggregate: bool
+) -> exp.Expr:
+    """A measure of a repeated cube aggregated once per primary key (module docstring).
+
+    Raises:
+        SemanticSqlError: ``unsupported_syntax`` for a measure written as its own aggregate
+            (a median, a percentile) over a repeated cube.
+    """
+    if own_aggregate:
+        raise SemanticSqlError(
+            "unsupported_syntax",
+            f"{cube} rows repeat in view {use.view.name} (a one_to_many join), and its "
+            "measure's own aggregate cannot be taken once per key; query a view rooted at "
+            f"{cube}",
+        )
+    use.keys[cube] = None
+    key = exp.column(KEY_COLUMN_PREFIX + cube, table=use.alias, quoted=True)
+    if kind == "count":
+        counted = exp.Case(
+            ifs=[exp.If(this=exp.Not(this=exp.Is(this=column, expression=exp.Null())), true=key)]
+        )
+        return exp.Count(this=exp.Distinct(expressions=[counted]))
+    pairs = exp.Struct(
+        expressions=[
+            exp.PropertyEQ(this=exp.to_identifier("k"), expression=key),
+            exp.PropertyEQ(this=exp.to_identifier("v"), expression=column),
+        ]
+    )
+    distinct = exp.ArrayDistinct(this=exp.ArrayAgg(this=pairs))
+    values = exp.Transform(
+        this=distinct,
+        expression=exp.Lambda(
+            this=exp.column("v", table="x"), expressions=[exp.to_identifier("x")]
+        ),
+    )
+    return exp.Anonymous(this=_ONCE_PER_KEY[kind], expressions=[values])
 
 
 def build_relation(model: SemanticModel, use: ViewUse) -> exp.Subquery:
@@ -98,10 +156,14 @@ def build_relation(model: SemanticModel, use: ViewUse) -> exp.Subquery:
         cubes |= rendered.cubes
         projections.append(exp.alias_(rendered.expression.copy(), name, quoted=True))
     for cube, measure in use.measures:
-        value = model.rendered.measures[cube, measure].input
-        cubes |= value.cubes if value else {cube}
-        expression = value.expression.copy() if value else exp.Literal.number(1)
+        value = model.rendered.measures[cube, measure].input or _row_marker(model, view, cube)
+        cubes |= value.cubes
+        expression = value.expression.copy()
         projections.append(exp.alias_(expression, measure_column(cube, measure), quoted=True))
+    for cube in use.keys:
+        key = _primary_key(model, cube)
+        cubes |= key.cubes
+        projections.append(exp.alias_(key.expression.copy(), KEY_COLUMN_PREFIX + cube, quoted=True))
     if not projections:
         projections.append(exp.alias_(exp.Literal.number(1), "__row", quoted=True))
     select = exp.Select(
@@ -112,6 +174,34 @@ def build_relation(model: SemanticModel, use: ViewUse) -> exp.Subquery:
     if use.access.row_filter is not None:
         select.set("where", exp.Where(this=use.access.row_filter.copy()))
     return exp.Subquery(this=select, alias=exp.TableAlias(this=_identifier(use.alias)))
+
+
+def _row_marker(model: SemanticModel, view: ResolvedView, cube: str) -> RenderedSql:
+    """What a plain ``count`` counts: 1 per row of the root cube.
+
+    For a joined cube, its primary key, which is NULL where the LEFT JOIN found no row (so a
+    customer without tweets has 0 tweets, not 1). A joined cube without a primary key counts
+    joined rows.
+    """
+    has_key = any(d.primary_key for d in model.cubes[cube].dimensions)
+    if cube == view.root or not has_key:
+        return RenderedSql(exp.Literal.number(1), frozenset({cube}))
+    return _primary_key(model, cube)
+
+
+def _primary_key(model: SemanticModel, cube: str) -> RenderedSql:
+    """The rendered primary key of ``cube``; several key dimensions make one struct."""
+    names = [d.name for d in model.cubes[cube].dimensions if d.primary_key]
+    parts = [model.rendered.dimensions[cube, name] for name in names]
+    if len(parts) == 1:
+        return parts[0]
+    struct = exp.Struct(
+        expressions=[
+            exp.PropertyEQ(this=exp.to_identifier(name), expression=part.expression.copy())
+            for name, part in zip(names, parts, strict=True)
+        ]
+    )
+    return RenderedSql(struct, frozenset().union(*(part.cubes for part in parts)))
 
 
 def _join_order(view: ResolvedView, cubes: set[str]) -> list[str]:
