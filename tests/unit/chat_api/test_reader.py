@@ -19,6 +19,7 @@ from chat_api.reader.sql import semantic_sql
 from chat_api.reader.words import CALENDAR_MONTHS, WEEKDAYS
 from chat_api.semantic.checks import check_members
 from chat_api.semantic.model import load_model
+from chat_api.settings import DEFAULT_MODEL_DIR, is_embedded_model, resolve_reader
 from chat_api.sql.data import default_database_path, ensure_database
 from chat_api.sql.warehouse import Warehouse, open_warehouse
 
@@ -165,3 +166,16 @@ def test_a_warehouse_path_without_data_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(QueryExecutionError, match="no DuckDB file"):
         open_warehouse(tmp_path / "missing.duckdb", cache=tmp_path / "unused.duckdb")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_auto_reads_with_the_legacy_planner_only_on_the_embedded_flights_model(
+    tmp_path: Path,
+) -> None:
+    shutil.copytree(DEFAULT_MODEL_DIR, tmp_path / "flights")
+    assert is_embedded_model(None) and is_embedded_model(DEFAULT_MODEL_DIR / ".." / "main")
+    assert not is_embedded_model(tmp_path / "flights")
+    assert resolve_reader("auto", embedded=True) == "legacy"
+    assert resolve_reader("auto", embedded=False) == "rules"
+    assert resolve_reader("rules", embedded=True) == "rules"
+    with pytest.raises(ValueError, match="auto, rules or legacy"):
+        resolve_reader("llm", embedded=False)
