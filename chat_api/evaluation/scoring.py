@@ -28,6 +28,7 @@ from chat_api.evaluation.truth import ExpectedRow, Truth
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
 _LIMITED = re.compile(r"\b(access|visible|permission|restricted|limited to)\b", re.IGNORECASE)
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _ORIGINS = frozenset({"EWR", "JFK", "LGA"})
 
 
@@ -126,8 +127,9 @@ def _norm(value: Any) -> str:
 def _row_has(row: Sequence[Any], expected: ExpectedRow, percent: bool) -> bool:
     cells = {_norm(c) for c in row if c is not None}
     tokens = {t for c in cells for t in re.split(r"[^a-z0-9]+", c) if t}
+    months = {c[:7] for c in cells if _DATE.match(c)}  # "2019-12-01 00:00:00" is month 2019-12
     for aliases in expected.labels:
-        if not any(_norm(a) in cells or _norm(a) in tokens for a in aliases):
+        if not any(_norm(a) in cells | tokens | months for a in aliases):
             return False
     return any(_matches(n, expected.value, percent) for n in _cell_numbers(row))
 

@@ -106,12 +106,16 @@ class ValueHit:
 
 @dataclass
 class ViewIndex:
-    """One view's members, entities and time dimension."""
+    """One view's members, entities and time dimension.
+
+    ``years`` is the number of calendar years the time dimension's data spans (0: unknown).
+    """
 
     view: ResolvedView
     members: dict[str, MemberInfo] = field(default_factory=dict)
     entities: list[Entity] = field(default_factory=list)
     time_dimension: str | None = None
+    years: int = 0
 
     @property
     def name(self) -> str:
@@ -153,6 +157,12 @@ class ModelIndex:
     longest: int = 1
     measures: frozenset[str] = frozenset()
     fuzzy_words: tuple[str, ...] = ()
+
+    def is_key(self, qualified: str) -> bool:
+        """Whether the member called ``view.member`` is a primary key."""
+        view = self.views.get(qualified.partition(".")[0])
+        info = view.members.get(qualified) if view else None
+        return info is not None and info.member.primary_key
 
     def info(self, qualified: str) -> MemberInfo:
         """The member called ``view.member``.
@@ -197,6 +207,8 @@ def build_index(model: SemanticModel, rows: ValueRows | None) -> ModelIndex:
                 index.entity_phrases.setdefault(words, []).append((view_index.name, entity.cube))
     if rows is not None:
         _index_values(model, index, rows)
+        for view_index in index.views.values():
+            view_index.years = _years(model, view_index, rows)
     tables: list[Phrase] = [*index.member_phrases, *index.entity_phrases, *index.values]
     index.longest = max((len(p) for p in tables), default=1)
     words = {w for p in tables for w in p if len(w) >= 4 and not w.isdigit()}
@@ -229,7 +241,9 @@ def _view_index(model: SemanticModel, view: ResolvedView) -> ViewIndex:
 def _member_info(model: SemanticModel, member: Member) -> MemberInfo:
     title = member.title or member.name
     bare = _UNIT_IN_TITLE.sub("", title).strip()
-    texts = [member.name, bare, *_synonyms(member.meta)]
+    aside = _UNIT_IN_TITLE.search(title)
+    short = aside.group(1) if aside and not _unit(member, title) else ""  # "Order Value (AOV)"
+    texts = [member.name, bare, short, *_synonyms(member.meta)]
     phrases = tuple(dict.fromkeys(p for p in (phrase(t) for t in texts) if p))
     return MemberInfo(member, phrases, _unit(member, title), _column(model, member))
 
@@ -261,6 +275,12 @@ def _column(model: SemanticModel, member: Member) -> str:
 
 
 def _entity(model: SemanticModel, view: ResolvedView, cube: str, found: ViewIndex) -> Entity:
+    """A cube of ``view`` as a countable thing.
+
+    A joined cube that the view shows no member of is still countable through the join: the
+    root side's column that its primary key equals in the join condition (``orders.customer_id
+    = customers.id``) is its key, and a ``count_distinct`` measure over that column counts it.
+    """
     definition = model.cubes[cube]
     texts = [cube, definition.title, *_synonyms(definition.meta)]
     if cube == view.root:
@@ -271,6 +291,18 @@ def _entity(model: SemanticModel, view: ResolvedView, cube: str, found: ViewInde
     key = next((m for m in own if m.primary_key), None)
     strings = [m for m in own if m.kind == "dimension" and m.type == "string"]
     label = next((m for m in strings if "name" in m.name.split("_")), None) or key
+    if key is None and cube != view.root:
+        key = _key_through_join(model, view, cube, found)
+        label = label or key
+        column = found.members[key.qualified].column if key else ""
+        count = count or next(
+            (
+                info.member
+                for info in found.members.values()
+                if info.member.agg_type == "countDistinct" and column and info.column == column
+            ),
+            None,
+        )
     return Entity(
         cube,
         phrases,
@@ -278,6 +310,28 @@ def _entity(model: SemanticModel, view: ResolvedView, cube: str, found: ViewInde
         key.qualified if key else None,
         label.qualified if label else None,
     )
+
+
+def _key_through_join(
+    model: SemanticModel, view: ResolvedView, cube: str, found: ViewIndex
+) -> Member | None:
+    """The view dimension that the join to ``cube`` equates with ``cube``'s primary key."""
+    path = view.join_paths[cube]
+    keys = [d.name for d in model.cubes[cube].dimensions if d.primary_key]
+    join = model.rendered.joins.get((path[-2], cube))
+    if join is None or len(keys) != 1:
+        return None
+    key_sql = model.rendered.dimensions[cube, keys[0]].expression.sql()
+    columns = {
+        info.column: info.member
+        for info in found.members.values()
+        if info.member.kind == "dimension"
+    }
+    for equality in join.expression.find_all(exp.EQ):
+        sides = [equality.this.sql(), equality.expression.sql()]
+        if key_sql in sides and sides[1 - sides.index(key_sql)] in columns:
+            return columns[sides[1 - sides.index(key_sql)]]
+    return None
 
 
 def _index_values(model: SemanticModel, index: ModelIndex, rows: ValueRows) -> None:
@@ -292,6 +346,23 @@ def _index_values(model: SemanticModel, index: ModelIndex, rows: ValueRows) -> N
             if key not in cache:
                 cache[key] = _distinct_values(model, key, rows)
             _add_values(index, info, cache[key])
+
+
+def _years(model: SemanticModel, view: ViewIndex, rows: ValueRows) -> int:
+    """Calendar years the view's time dimension spans (0 when unknown or not one cube's)."""
+    if view.time_dimension is None:
+        return 0
+    member = view.members[view.time_dimension].member
+    rendered = model.rendered.dimensions.get((member.cube, member.cube_member))
+    if rendered is None or rendered.cubes - {member.cube}:
+        return 0
+    year = exp.Extract(this=exp.var("year"), expression=rendered.expression.copy())
+    count = exp.Count(this=exp.Distinct(expressions=[year]))
+    try:
+        found = rows(cube_select(model, member.cube, [count]).sql(dialect="duckdb"))
+    except Exception:  # a member whose SQL fails is reported by the start-up check
+        return 0
+    return int(found[0][0] or 0) if found else 0
 
 
 def _distinct_values(
@@ -320,6 +391,12 @@ def _distinct_values(
 
 
 def _add_values(index: ModelIndex, info: MemberInfo, values: list[tuple[str, int]]) -> None:
+    """Index a string dimension's values: whole, without legal suffixes, by a short form.
+
+    A short form is one word of a longer value ("Bay" of "Bay Area") shared by few values and
+    not a word of any member or entity name: "area" of "Bay Area" stays the model's word.
+    """
+    model_words = {w for p in (*index.member_phrases, *index.entity_phrases) for w in p}
     firsts: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for value, count in values:
         words = value_phrase(value)
@@ -330,7 +407,7 @@ def _add_values(index: ModelIndex, info: MemberInfo, values: list[tuple[str, int
         if trimmed and trimmed != words:
             _hit(index, trimmed, ValueHit(info.name, value, count))
         for word in dict.fromkeys(words) if len(words) > 1 else ():
-            if _can_stand_alone(word):
+            if _can_stand_alone(word) and lemma(word) not in model_words:
                 firsts[word].append((value, count))
     for first, shared in firsts.items():
         taken = any(h.exact for h in index.values.get((first,), ()))

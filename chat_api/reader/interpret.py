@@ -31,7 +31,7 @@ from chat_api.reader.query import (
     TimePartFilter,
 )
 from chat_api.reader.text import Token, tokens
-from chat_api.reader.words import DIRECTIONS
+from chat_api.reader.words import DIRECTIONS, LIST_JOINERS, YEAR_SPANS
 
 DEFAULT_TOP = 10
 SUPERLATIVES = frozenset(
@@ -55,6 +55,7 @@ class _Draft:
     filters: list[Filter] = field(default_factory=list)
     parts: list[TimePartFilter] = field(default_factory=list)
     date_range: tuple[str, str] | None = None
+    years: list[int] = field(default_factory=list)
     having: list[Filter] = field(default_factory=list)
     direction: Direction | None = None
     limit: int | None = None
@@ -74,6 +75,8 @@ class _Draft:
     numbers: list[Link] = field(default_factory=list)
     average_over: str | None = None
     which_singular: bool = False
+    negated_member: str | None = None
+    whole: bool = False
     notes: list[str] = field(default_factory=list)
 
 
@@ -109,9 +112,17 @@ def read(question: str, index: ModelIndex, *, previous: Query | None = None) -> 
 
 
 def _choose_view(links: Sequence[Link], index: ModelIndex, previous: Query | None) -> str:
+    """The view holding most of the question's links (module docstring).
+
+    A question with a date or a year can only be answered by a view with a time dimension, so
+    such a view scores one link more; one without is never chosen over one with.
+    """
+    dated = any(lk.kind in ("calendar", "date") or _is_year(lk) for lk in links)
     scores: dict[str, float] = {}
     for name, view in index.views.items():
         scores[name] = sum(_weight(lk, view) for lk in links if lk.kind in _CONTENT)
+        if dated and view.time_dimension and scores[name] > 0:
+            scores[name] += 1.0
     if previous is not None:
         scores[previous.view] = scores.get(previous.view, 0) + 0.5
     best = max(scores, key=lambda n: scores[n]) if scores else None
@@ -137,17 +148,28 @@ def _choose_view(links: Sequence[Link], index: ModelIndex, previous: Query | Non
     return best
 
 
+def _is_year(item: Link) -> bool:
+    return item.kind == "number" and item.exact and 1900 <= (item.number or 0) <= 2100
+
+
 def _weight(item: Link, view: ViewIndex) -> float:
     exact = 1.0 if item.exact else 0.6
     if item.kind == "member":
-        return exact * (1.2 if any(m in view.members for m in item.members) else 0)
+        named = item.members[: item.primary or len(item.members)]
+        if any(m in view.members for m in named):
+            return exact * 1.2
+        return 0.6 * (1.2 if any(m in view.members for m in item.members) else 0)
     if item.kind == "entity":
-        return exact * (1.5 if any(v == view.name for v, _ in item.entities) else 0)
+        cubes = [c for v, c in item.entities if v == view.name]
+        root = 0.3 if view.view.root in cubes else 0.0
+        return exact * (1.5 + root if cubes else 0)
     hits = [h for h in item.values if h.member in view.members]
     return exact * (1.0 + min(1.0, max((h.rows for h in hits), default=0) / 1000)) if hits else 0
 
 
 def _step(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
+    if item.kind != "value" and item.text not in LIST_JOINERS:
+        draft.negated_member = None  # "not X and Y" negates Y too; any other word ends the list
     handler = _HANDLERS[item.kind]
     handler(draft, item, rest)
 
@@ -189,12 +211,32 @@ def _on_by(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
 def _on_agg(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
     if value in ("max", "min") and item.text in SUPERLATIVES:
         draft.direction = draft.direction or ("desc" if value == "max" else "asc")
+        if _names_its_aggregate(draft, next(iter(rest), None)):
+            return True  # "the highest average price": the average, ordered
     draft.agg = value
     if value == "percentile":
         number = next((lk for lk in reversed(draft.numbers) if lk.number), None)
         if number is not None:
             draft.numbers.remove(number)
             draft.agg = f"p{number.number}"
+    return True
+
+
+def _names_its_aggregate(draft: _Draft, nxt: Link | None) -> bool:
+    """Whether the link after a superlative is an aggregation word or a measure."""
+    if nxt is None:
+        return False
+    if nxt.kind == "grammar":
+        return nxt.means("agg")
+    return nxt.kind == "member" and any(
+        m in draft.view.members and draft.view.members[m].member.kind == "measure"
+        for m in nxt.members[:1]
+    )
+
+
+def _on_whole(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    draft.whole = True
+    draft.grouping = None
     return True
 
 
@@ -213,8 +255,8 @@ def _on_grain(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bo
     if before in ("of the", "in the", "of a", "in a") and draft.grouping is None:
         return True  # "busiest day of the year": the year is the whole data, not a breakdown
     named = next((m for m in draft.view.members if m.endswith(f".{value}")), None)
-    if value in ("day", "week") and draft.view.time_dimension:
-        named = None  # "by day" is each date, not a day-of-month number
+    if draft.view.time_dimension and (value in ("day", "week") or draft.view.years != 1):
+        named = None  # "by day" is each date; "by month" over years is each month of each year
     if draft.agg == "avg" and draft.grouping is None and not draft.measures:
         draft.average_over = value
         draft.agg = None
@@ -227,7 +269,7 @@ def _on_grain(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bo
         raise UnreadableQuestionError(
             f"The {draft.view.name} data has no date to group by {value}."
         )
-    if draft.grouping == "each" and draft.direction:
+    if draft.grouping == "each":
         draft.each.append(named or draft.view.time_dimension or "")
     draft.grouping = None
     return True
@@ -269,7 +311,7 @@ def _on_followup(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) ->
 _GRAMMAR_HANDLERS = {
     "not": _on_not, "cmp": _on_cmp, "by": _on_by, "agg": _on_agg, "order": _on_order,
     "grain": _on_grain, "share": _on_share, "versus": _on_versus, "arith": _on_arith,
-    "followup": _on_followup,
+    "followup": _on_followup, "whole": _on_whole,
 }  # fmt: skip
 
 
@@ -287,12 +329,27 @@ def _on_number(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
         _threshold(draft, value, rest)
         return
     if 1900 <= value <= 2100 and item.exact:
-        draft.date_range = (f"{int(value)}-01-01", f"{int(value)}-12-31")
+        _year(draft, int(value), item)
         return
     if nxt is not None and nxt.kind in ("member", "entity") and item.exact and value >= 1:
         draft.limit = int(value)
         return
     draft.numbers.append(item)
+
+
+def _year(draft: _Draft, year: int, item: Link) -> None:
+    """A year of the question.
+
+    After "2010 to", "2008 through" or "between 2008 and" it ends the range; otherwise it is
+    one more year to compare ("2014 compared with 2007": both, one row each).
+    """
+    before = draft.tokens[item.start - 1].text if item.start else ""
+    between = any(t.text == "between" for t in draft.tokens[: item.start])
+    if draft.years and (before in YEAR_SPANS or (before == "and" and between)):
+        draft.date_range = (f"{draft.years.pop()}-01-01", f"{year}-12-31")
+        return
+    draft.years.append(year)
+    draft.date_range = (f"{year}-01-01", f"{year}-12-31")
 
 
 def _threshold(draft: _Draft, value: float, rest: Sequence[Link]) -> None:
@@ -339,8 +396,14 @@ def _text(value: float) -> str:
 def _on_member(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     info = _pick_member(draft, item)
     member = info.member
+    if draft.whole and member.kind == "dimension" and member.type == "string":
+        draft.whole = False  # "across all suppliers": every supplier together
+        return
     if member.kind == "measure":
         _measure(draft, info)
+    elif _ranks_by(draft, info):
+        draft.grouping = None
+        _numeric(draft, info, agg=_quantity_agg(draft, info))
     elif draft.grouping is not None or _wants_breakdown(draft, item, rest):
         _group(draft, info.name)
     elif member.type == "boolean":
@@ -352,6 +415,25 @@ def _on_member(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
         _numeric(draft, info)
     elif member.type == "string" and not draft.negate:
         _group(draft, info.name)
+
+
+def _ranks_by(draft: _Draft, info: MemberInfo) -> bool:
+    """Whether a quantity after "by" in a ranking orders it ("top 5 areas by sales")."""
+    member = info.member
+    quantity = member.type == "number" and not member.primary_key
+    return quantity and draft.grouping == "by" and draft.direction is not None
+
+
+def _quantity_agg(draft: _Draft, info: MemberInfo) -> str:
+    """The aggregation of a quantity column.
+
+    As asked; else its sum when the model sums it (a modeller defines a sum over additive
+    columns only), else its average. "Number of sales" over a column of sales is its sum too.
+    """
+    agg, draft.agg = draft.agg, None
+    if agg and agg not in ("count", "countDistinct"):
+        return agg
+    return "sum" if draft.view.measure_over(info.column, "sum") is not None else "avg"
 
 
 def _pick_member(draft: _Draft, item: Link) -> MemberInfo:
@@ -416,7 +498,7 @@ def _numeric(draft: _Draft, info: MemberInfo, *, agg: str | None = None) -> None
 
 
 def _group(draft: _Draft, name: str) -> None:
-    if draft.grouping == "each" and (draft.direction or draft.dimensions):
+    if draft.grouping == "each":
         draft.each.append(name)
     if name not in draft.dimensions:
         draft.dimensions.append(name)
@@ -425,6 +507,9 @@ def _group(draft: _Draft, name: str) -> None:
 
 def _on_entity(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     entity = _pick_entity(draft, item)
+    if draft.whole:
+        draft.whole = False
+        return
     breakdown = (
         draft.grouping is not None
         or (draft.direction and draft.subject is not None)
@@ -471,7 +556,8 @@ def _on_value(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
         )
     hit = _pick_hit(draft, item, hits)
     values = tuple(dict.fromkeys(h.value for h in hits if h.member == hit.member))
-    negate, draft.negate = draft.negate, False
+    negate, draft.negate = draft.negate or draft.negated_member == hit.member, False
+    draft.negated_member = hit.member if negate else None
     if draft.grouping is not None:
         draft.grouping = None
     for existing in draft.filters:
@@ -542,6 +628,13 @@ _HANDLERS = {
 
 
 def _finish(draft: _Draft, previous: Query | None, links: Sequence[Link]) -> Query:
+    years = sorted(set(draft.years))
+    if len(years) > 1 and draft.view.time_dimension:
+        td = draft.view.time_dimension
+        draft.date_range = None
+        draft.parts.append(TimePartFilter(td, "year", tuple(years)))
+        if not draft.grains:
+            draft.grains.append(TimeDimension(td, "year"))
     if draft.agg == "avg" and draft.grains and not draft.measures and not draft.numeric:
         draft.average_over = draft.grains.pop().granularity  # "orders per day on average"
         draft.agg = None
@@ -549,7 +642,7 @@ def _finish(draft: _Draft, previous: Query | None, links: Sequence[Link]) -> Que
         draft.grains.append(TimeDimension(draft.view.time_dimension))
     if draft.versus:
         for f in draft.filters:
-            if len(f.values) > 1 and f.member not in draft.dimensions:
+            if len(f.values) > 1 and f.operator == "equals" and f.member not in draft.dimensions:
                 draft.dimensions.append(f.member)
     followup = previous is not None and _is_followup(draft, links)
     if not followup:
@@ -562,8 +655,10 @@ def _finish(draft: _Draft, previous: Query | None, links: Sequence[Link]) -> Que
 
 def _default_measure(draft: _Draft, previous: Query | None) -> None:
     if draft.numeric is not None and not draft.measures and not draft.aggregates:
-        _numeric(draft, draft.numeric, agg=draft.agg or "avg")
-        draft.notes.append("No aggregation was named; using the average.")
+        named = draft.agg
+        _numeric(draft, draft.numeric, agg=_quantity_agg(draft, draft.numeric))
+        if not named:
+            draft.notes.append("No aggregation was named; using the model's own total or average.")
     if draft.measures or draft.aggregates:
         return
     entity = draft.subject or draft.view.root_entity()
@@ -578,6 +673,11 @@ def _default_measure(draft: _Draft, previous: Query | None) -> None:
 def _assemble(draft: _Draft) -> Query:
     grains = list(draft.grains)
     time = draft.view.time_dimension
+    if draft.date_range and time is None:
+        raise UnreadableQuestionError(
+            f"The {draft.view.name} data has no date, so I can't limit it to "
+            f"{draft.date_range[0][:4]}."
+        )
     if draft.date_range and time:
         if grains:
             grains[0] = replace(grains[0], date_range=draft.date_range)

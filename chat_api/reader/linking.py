@@ -24,6 +24,7 @@ from chat_api.reader.text import Token, is_inflected_verb, parts_of_speech
 from chat_api.reader.words import (
     AGGREGATIONS,
     ARITHMETIC,
+    AUXILIARIES,
     CALENDAR_MONTHS,
     COMPARATORS,
     COMPARISONS,
@@ -36,19 +37,28 @@ from chat_api.reader.words import (
     NEGATIONS,
     ORDERINGS,
     SHARES,
+    UNIT_OF_TITLE,
     UNITS,
+    UNLINKED_FILLERS,
     WEEKDAY_SHORT,
     WEEKDAYS,
     WEEKEND,
+    WHOLES,
     WORKDAYS,
     Word,
 )
 
 FUZZY_SCORE = 86
+_CONNECTORS = frozenset({"of", "the", "a", "an"})
+"""Words inside a phrase that a member's name may leave out ("months of inventory")."""
 _GRAMMAR: list[dict[str, Word]] = [
     COMPARATORS, NEGATIONS, GROUPINGS, AGGREGATIONS, ORDERINGS, GRAINS, SHARES, COMPARISONS,
-    FOLLOW_UPS, ARITHMETIC,
+    FOLLOW_UPS, ARITHMETIC, WHOLES,
 ]  # fmt: skip
+GRAMMAR_WORDS = tuple(
+    sorted({w for table in _GRAMMAR for w in table if " " not in w and len(w) >= 4})
+)
+"""Single grammar words a misspelling may be corrected to ("wich" -> "which")."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,9 @@ class Link:
         number: For ``number``/``unit``: the value or factor.
         calendar: For ``calendar``/``date``: ``{"part": values}`` or ``{"year": 2013}``.
         exact: The phrase matched a whole name (not one word of it, not a correction).
+        primary: For ``member``: how many of ``members`` the phrase names whole; the others
+            only have it as one word ("revenue" names ``revenue`` and also ``product_revenue``,
+            which a view without ``revenue`` may use). 0: all of them.
     """
 
     kind: str
@@ -81,6 +94,7 @@ class Link:
     unit: str = ""
     calendar: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     exact: bool = True
+    primary: int = 0
 
     def means(self, kind: str, value: str | None = None) -> bool:
         """Whether this is a grammar link of ``kind`` (and ``value``)."""
@@ -126,7 +140,8 @@ def _longest(
     if after_number and (tokens[i].lemma in UNITS or tokens[i].text in UNITS):
         unit, factor = UNITS.get(tokens[i].lemma) or UNITS[tokens[i].text]
         return Link("unit", i, i + 1, tokens[i].text, number=factor, unit=unit)
-    return _single(tokens[i], i, index, after_number=after_number)
+    after_aux = any(t.text in AUXILIARIES for t in tokens[:i])
+    return _single(tokens[i], i, index, after_number=after_number, after_aux=after_aux)
 
 
 def _span(span: Sequence[Token], i: int, index: ModelIndex, upper: frozenset[str]) -> Link | None:
@@ -144,7 +159,14 @@ def _span(span: Sequence[Token], i: int, index: ModelIndex, upper: frozenset[str
     if lemmas in index.entity_phrases and not single_grammar:
         return Link("entity", i, end, text, entities=tuple(index.entity_phrases[lemmas]))
     if lemmas in index.member_phrases and not single_grammar:
-        return Link("member", i, end, text, members=tuple(index.member_phrases[lemmas]))
+        named = tuple(index.member_phrases[lemmas])
+        others = _members_with_word(index, lemmas[0]) if len(span) == 1 else ()
+        extra = tuple(m for m in others if m not in named)
+        return Link("member", i, end, text, members=named + extra, primary=len(named))
+    inner = tuple(w for w in lemmas[1:-1] if w not in _CONNECTORS)
+    core = (lemmas[0], *inner, lemmas[-1]) if len(span) > 2 else ()
+    if core != lemmas and core in index.member_phrases:  # "months of inventory"
+        return Link("member", i, end, text, members=tuple(index.member_phrases[core]))
     return None
 
 
@@ -159,7 +181,9 @@ def _grammar(text: str) -> tuple[Word, ...]:
     return tuple(table[text] for table in _GRAMMAR if text in table)
 
 
-def _single(token: Token, i: int, index: ModelIndex, *, after_number: bool) -> Link | None:
+def _single(
+    token: Token, i: int, index: ModelIndex, *, after_number: bool, after_aux: bool
+) -> Link | None:
     end = i + 1
     if token.kind == "number":
         return Link("number", i, end, token.text, number=token.number, exact=not token.ordinal)
@@ -180,22 +204,34 @@ def _single(token: Token, i: int, index: ModelIndex, *, after_number: bool) -> L
     partial = _partial(token, i, index)
     if partial is not None:
         return partial
-    if _passed_over(token.text):
+    if token.lemma in UNITS or token.text in UNIT_OF_TITLE:  # "in dollars", "gap in minutes"
+        unit, factor = UNITS.get(token.lemma) or (UNIT_OF_TITLE[token.text], 1.0)
+        return Link("unit", i, end, token.text, number=factor, unit=unit)
+    if _passed_over(token.text, after_aux=after_aux):
         return None
     return _corrected(token, i, index) or Link("unknown", i, end, token.text)
 
 
 def _partial(token: Token, i: int, index: ModelIndex) -> Link | None:
-    """One word of a longer member or entity name ("delay" of "arrival delay")."""
+    """One word of a longer member or entity name ("delay" of "arrival delay").
+
+    A plural that ends an entity's name names the entity ("areas" of "MLS areas": things to
+    count or list); otherwise members come first, those whose name ends in the word before those
+    that merely contain it.
+    """
     if token.text in FUNCTION_WORDS or _verb_only(token.text):
         return None
-    members = _members_with_word(index, token.lemma)
-    if members:
-        return Link("member", i, i + 1, token.text, members=members, exact=False)
     entities = tuple(
         pair for words, pairs in index.entity_phrases.items() if token.lemma in words
         for pair in pairs
     )  # fmt: skip
+    plural = token.text != token.lemma and token.text.endswith("s")
+    heads = [p for p in index.entity_phrases if p[-1] == token.lemma]
+    if entities and plural and heads:
+        return Link("entity", i, i + 1, token.text, entities=entities, exact=False)
+    members = _members_with_word(index, token.lemma)
+    if members:
+        return Link("member", i, i + 1, token.text, members=members, exact=False)
     if entities:
         return Link("entity", i, i + 1, token.text, entities=entities, exact=False)
     return None
@@ -207,8 +243,13 @@ def _verb_only(word: str) -> bool:
 
 
 def _members_with_word(index: ModelIndex, word: str) -> tuple[str, ...]:
+    """Members whose name has ``word``, best first.
+
+    Dimensions before measures, the word as the name's head (last word) before elsewhere, keys
+    last, shorter names first.
+    """
     found = [
-        (name in index.measures, len(words), words.index(word), name)
+        (name in index.measures, words[-1] != word, index.is_key(name), len(words), name)
         for words, names in index.member_phrases.items()
         if word in words
         for name in names
@@ -217,11 +258,18 @@ def _members_with_word(index: ModelIndex, word: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(name for *_, name in found))
 
 
-def _passed_over(word: str) -> bool:
-    if word in FUNCTION_WORDS or len(word) <= 1:
+def _passed_over(word: str, *, after_aux: bool) -> bool:
+    """A word that carries no content of its own (module docstring).
+
+    After an auxiliary ("how many tweets did customers *post*", "does the data *cover*") a word
+    that can be a verb is the question's verb, even when it can also be a noun. An adjective in
+    "-wide" ("statewide", "company-wide") says "no filter". :data:`UNLINKED_FILLERS` are nouns of
+    time and scope ("so far", "over the whole period") that pass over when no model word has them.
+    """
+    if word in FUNCTION_WORDS or word in UNLINKED_FILLERS or len(word) <= 1:
         return True
     kinds = parts_of_speech(word)
-    if is_inflected_verb(word):
+    if is_inflected_verb(word) or word.endswith("wide") or (after_aux and "VERB" in kinds):
         return True
     return bool(kinds) and kinds <= {"VERB", "AUX", "ADV"}
 
@@ -234,7 +282,12 @@ def _corrected(token: Token, i: int, index: ModelIndex) -> Link | None:
         token.text, index.fuzzy_words, scorer=fuzz.ratio, score_cutoff=FUZZY_SCORE
     )
     if match is None:
-        return None
+        grammar = process.extractOne(
+            token.text, GRAMMAR_WORDS, scorer=fuzz.ratio, score_cutoff=FUZZY_SCORE
+        )
+        if grammar is None:
+            return None
+        return Link("grammar", i, i + 1, token.text, words=_grammar(grammar[0]), exact=False)
     word = match[0]
     hits = index.values.get((word,))
     if hits:
@@ -246,7 +299,12 @@ def _corrected(token: Token, i: int, index: ModelIndex) -> Link | None:
 
 
 def _special(tokens: Sequence[Token], i: int) -> Link | None:
-    """Calendar phrases of two words: "first half", "q1", years after "in"."""
+    """Calendar phrases of several words: "first half", "first 7 months"."""
+    if i + 2 < len(tokens) and tokens[i].text == "first" and tokens[i + 2].lemma == "month":
+        months = int(tokens[i + 1].number or 0) if tokens[i + 1].kind == "number" else 0
+        if 1 <= months <= 12:
+            text = " ".join(t.text for t in tokens[i : i + 3])
+            return Link("calendar", i, i + 3, text, calendar={"month": list(range(1, months + 1))})
     if i + 1 < len(tokens):
         pair = f"{tokens[i].text} {tokens[i + 1].text}"
         if pair in HALVES:

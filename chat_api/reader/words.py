@@ -112,6 +112,13 @@ ORDERINGS = _table("order", {
     "rank": ("desc", "rank suppliers by orders"),
     "ranked": ("desc", "suppliers ranked by wait"),
     "sorted": ("desc", "products sorted by orders"),
+    "highest first": ("desc", "rank suppliers by orders, highest first"),
+    "biggest first": ("desc", "suppliers by wait, biggest first"),
+    "largest first": ("desc", "suppliers by units, largest first"),
+    "descending": ("desc", "suppliers by units descending"),
+    "lowest first": ("asc", "suppliers by wait, lowest first"),
+    "smallest first": ("asc", "suppliers by units, smallest first"),
+    "ascending": ("asc", "suppliers by wait ascending"),
 })  # fmt: skip
 """Words that order a breakdown; with a number (``top 5``) they also limit it."""
 
@@ -188,7 +195,6 @@ GROUPINGS = _table("by", {
     "split by": ("by", "split by region"),
     "grouped by": ("by", "grouped by supplier"),
     "group by": ("by", "group by supplier"),
-    "for all": ("by", "for all suppliers"),
     "among": ("by", "among suppliers"),
     "which": ("which", "which supplier has the most orders"),
     "what": ("which", "what supplier"),
@@ -232,6 +238,16 @@ ARITHMETIC = _table("arith", {
 })  # fmt: skip
 """Words between two measures that divide them (used only when both sides are measures)."""
 
+WHOLES = _table("whole", {
+    "across all": ("whole", "average wait across all suppliers"),
+    "for all": ("whole", "average wait for all suppliers"),
+    "over all": ("whole", "units over all regions"),
+    "of all": ("whole", "the average of all suppliers"),
+    "all of the": ("whole", "units of all of the suppliers"),
+    "in all": ("whole", "orders in all regions"),
+})  # fmt: skip
+"""Words that ask for one number over everything that follows, not a breakdown of it."""
+
 COMPARISONS = _table("versus", {
     "versus": ("versus", "North versus South"),
     "compared to": ("versus", "Globex compared to Acme"),
@@ -269,7 +285,7 @@ FOLLOW_UPS = _table("followup", {
 
 UNITS: Mapping[str, tuple[str, float]] = MappingProxyType({
     "minute": ("minute", 1.0), "hour": ("minute", 60.0), "second": ("minute", 1 / 60),
-    "day": ("day", 1.0), "week": ("day", 7.0),
+    "day": ("day", 1.0), "week": ("day", 7.0), "month": ("month", 1.0), "year": ("year", 1.0),
     "mile": ("mile", 1.0), "kilometer": ("mile", 0.621371), "km": ("mile", 0.621371),
     "foot": ("foot", 1.0), "feet": ("foot", 1.0), "meter": ("foot", 3.28084),
     "percent": ("percent", 1.0), "dollar": ("dollar", 1.0), "cent": ("dollar", 0.01),
@@ -282,6 +298,7 @@ UNIT_OF_TITLE: Mapping[str, str] = MappingProxyType({
     "minutes": "minute", "minute": "minute", "mins": "minute", "hours": "minute",
     "miles": "mile", "mph": "mile", "feet": "foot", "ft": "foot", "%": "percent",
     "percent": "percent", "usd": "dollar", "$": "dollar", "dollars": "dollar", "days": "day",
+    "months": "month", "month": "month", "years": "year", "year": "year",
 })  # fmt: skip
 """A unit written in a member's title, "Delay (minutes)", or its ``meta.unit``."""
 
@@ -337,7 +354,23 @@ so well now then total whole entire altogether combined respectively one ones th
 kinds type lot lots bunch data dataset table numbers figure figures value values stats
 statistics info information summary answer question anything something everything stuff happen
 happened happening occur occurred made make makes making take took taken come came go went going
-gone end ended ending up did does doing use used using
+gone end ended ending up did does doing use used using pls plz thx ty btw fyi asap ur
 """.split()  # noqa: SIM905
 )
 """Function words, auxiliaries and light verbs: passed over unless they belong to a phrase."""
+
+AUXILIARIES = frozenset(
+    {"do", "does", "did", "have", "has", "had", "will", "would", "can", "could", "should", "shall"}
+)
+"""Auxiliaries that start a question's verb phrase: after one, a noun-or-verb word is the verb
+("how many tweets did customers post")."""
+
+UNLINKED_FILLERS = frozenset({"period", "far", "history", "record", "records", "overall"})
+"""Nouns of time and scope passed over only when no model word has them ("so far", "over the
+whole period", "on record")."""
+
+YEAR_SPANS = frozenset({"to", "through", "thru", "until", "till", "-"})
+"""Words between two years that make them one range ("2008 through 2012")."""
+
+LIST_JOINERS = frozenset({"and", "or", "nor", ",", "&"})
+"""Words that continue a list of values: "excluding Houston and Dallas" excludes both."""
