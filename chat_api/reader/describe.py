@@ -43,7 +43,7 @@ def read_as(query: Query, index: ModelIndex) -> str:
     parts += [_range(td.date_range) for td in query.time_dimensions if td.date_range]
     parts += [f"{title(index, h.member)} {_OPERATORS.get(h.operator, '')}{h.values[0]}"
               for h in query.having]  # fmt: skip
-    groups = [title(index, d) for d in query.dimensions]
+    groups = [title(index, d) for d in query.dimensions] if not query.count_groups else []
     groups += [f"{td.granularity}" for td in query.time_dimensions if td.granularity]
     groups += [p.part for p in query.time_parts if not p.values]
     if groups:
@@ -64,9 +64,13 @@ def read_as(query: Query, index: ModelIndex) -> str:
 
 
 def _asked(query: Query, index: ModelIndex) -> str:
+    if query.count_groups:
+        return "number of " + ", ".join(title(index, d) for d in query.dimensions) + " with"
     asked = [title(index, m) for m in query.measures]
     asked += [_aggregate(a.agg, a.p, title(index, a.member)) for a in query.aggregates]
     text = " and ".join(asked)
+    if query.difference:
+        return f"{text}, the difference"
     return f"{text} divided" if query.ratio else text
 
 

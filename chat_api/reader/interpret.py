@@ -31,7 +31,7 @@ from chat_api.reader.query import (
     TimePartFilter,
 )
 from chat_api.reader.text import Token, tokens
-from chat_api.reader.words import DIRECTIONS, LIST_JOINERS, YEAR_SPANS
+from chat_api.reader.words import AGGREGATIONS, DIRECTIONS, LIST_JOINERS, YEAR_SPANS
 
 DEFAULT_TOP = 10
 SUPERLATIVES = frozenset(
@@ -40,6 +40,7 @@ SUPERLATIVES = frozenset(
 )  # fmt: skip
 """Aggregation words that also order a breakdown ("the highest average")."""
 _CONTENT = frozenset({"member", "entity", "value"})
+_EDGE = "'\"?!.,;:()[]"
 
 
 @dataclass
@@ -66,6 +67,9 @@ class _Draft:
     share: bool = False
     versus: bool = False
     ratio: bool = False
+    difference: bool = False
+    counted: Entity | None = None
+    count_groups: bool = False
     each: list[str] = field(default_factory=list)
     followup: bool = False
     drop: bool = False
@@ -76,6 +80,7 @@ class _Draft:
     average_over: str | None = None
     which_singular: bool = False
     negated_member: str | None = None
+    restated: Filter | None = None
     whole: bool = False
     notes: list[str] = field(default_factory=list)
 
@@ -96,7 +101,9 @@ def read(question: str, index: ModelIndex, *, previous: Query | None = None) -> 
             number can be placed; ``reason`` names the words.
     """
     found = tokens(question)
-    upper = frozenset(w.lower() for w in question.split() if w.isupper() and len(w) > 1)
+    words = question.split()
+    upper = frozenset(w.lower().strip(_EDGE) for w in words if w.isupper() and len(w) > 1)
+    upper |= frozenset(w.lower().strip(_EDGE) for w in words[1:] if w[:1].isupper())
     links = link(found, index, upper=upper)
     unknown = [lk.text for lk in links if lk.kind == "unknown"]
     if unknown:
@@ -170,6 +177,8 @@ def _weight(item: Link, view: ViewIndex) -> float:
 def _step(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     if item.kind != "value" and item.text not in LIST_JOINERS:
         draft.negated_member = None  # "not X and Y" negates Y too; any other word ends the list
+    if item.kind != "value":
+        draft.restated = None
     handler = _HANDLERS[item.kind]
     handler(draft, item, rest)
 
@@ -257,6 +266,11 @@ def _on_grain(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bo
     named = next((m for m in draft.view.members if m.endswith(f".{value}")), None)
     if draft.view.time_dimension and (value in ("day", "week") or draft.view.years != 1):
         named = None  # "by day" is each date; "by month" over years is each month of each year
+    if draft.agg == "avg" and item.text.endswith("s") and _follows_agg(draft, item):
+        raise UnreadableQuestionError(  # "average days on market": a duration nothing measures
+            f"I don't know '{item.text}' as something to average: the {draft.view.name} data "
+            "has no such measure."
+        )
     if draft.agg == "avg" and draft.grouping is None and not draft.measures:
         draft.average_over = value
         draft.agg = None
@@ -273,6 +287,11 @@ def _on_grain(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bo
         draft.each.append(named or draft.view.time_dimension or "")
     draft.grouping = None
     return True
+
+
+def _follows_agg(draft: _Draft, item: Link) -> bool:
+    before = draft.tokens[item.start - 1].text if item.start else ""
+    return before in AGGREGATIONS
 
 
 def _on_share(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
@@ -292,9 +311,12 @@ def _on_versus(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> b
 
 def _on_arith(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
     nxt = next(iter(rest), None)
-    numeric = nxt is not None and nxt.kind == "member"
+    numeric = nxt is not None and (nxt.kind == "member" or nxt.means("agg"))
     if numeric and (draft.measures or draft.numeric or draft.aggregates):
-        draft.ratio = True
+        if draft.numeric is not None:  # "distance divided by air time": both sides numbers
+            _numeric(draft, draft.numeric, agg=_quantity_agg(draft, draft.numeric))
+        draft.ratio = value == "ratio"
+        draft.difference = value == "difference"
         return True
     return False
 
@@ -364,8 +386,8 @@ def _threshold(draft: _Draft, value: float, rest: Sequence[Link]) -> None:
     info = _numeric_target(draft, target, unit)
     if info is None:
         raise UnreadableQuestionError(f"I couldn't tell what the number {_text(value)} applies to.")
-    if unit is not None and unit.unit and info.unit == unit.unit:
-        value *= unit.number or 1.0
+    if unit is not None and (not unit.unit or info.unit == unit.unit):
+        value *= unit.number or 1.0  # "1 billion", "2 hours" for a member in minutes
     if info.member.kind == "measure":
         draft.having.append(Filter(info.name, comparator, (_text(value),)))  # type: ignore[arg-type]
         return
@@ -520,6 +542,7 @@ def _on_entity(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
         return
     if draft.agg == "count" or draft.agg == "countDistinct":
         draft.agg = None
+        draft.counted = draft.counted or entity
         measure = _entity_measure(draft, item)
         if measure:
             draft.measures.append(measure)
@@ -567,7 +590,17 @@ def _on_value(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
             merged = replace(existing, values=tuple(dict.fromkeys(existing.values + values)))
             draft.filters[draft.filters.index(existing)] = merged
             return
-    draft.filters.append(Filter(hit.member, "notEquals" if negate else "equals", values))
+    found = Filter(hit.member, "notEquals" if negate else "equals", values)
+    restated = draft.restated
+    if (
+        restated is not None
+        and restated in draft.filters
+        and hit.exact
+        and restated.member != hit.member
+    ):
+        draft.filters.remove(draft.restated)  # "Boston (BOS)": the code restates the name
+    draft.filters.append(found)
+    draft.restated = None if hit.exact else found
 
 
 def _pick_hit(draft: _Draft, item: Link, hits: list[ValueHit]) -> ValueHit:
@@ -647,10 +680,27 @@ def _finish(draft: _Draft, previous: Query | None, links: Sequence[Link]) -> Que
     followup = previous is not None and _is_followup(draft, links)
     if not followup:
         _default_measure(draft, previous)
+    _count_groups(draft)
     query = _assemble(draft)
     if previous is not None and followup:
         query = _merged(previous, query, draft)
     return _ordered(query, draft)
+
+
+def _count_groups(draft: _Draft) -> None:
+    """Counts the groups passing a threshold ("how many customers placed over 500 orders").
+
+    The counted entity becomes the group, its threshold the ``having``, and the answer the
+    number of groups.
+    """
+    entity = draft.counted
+    key = entity.key or entity.label if entity else None
+    if not draft.having or key is None or entity is None or draft.dimensions or draft.grains:
+        return
+    draft.measures = [m for m in draft.measures if m != entity.count]
+    draft.aggregates = [a for a in draft.aggregates if a.member != entity.key]
+    draft.dimensions = [key]
+    draft.count_groups = True
 
 
 def _default_measure(draft: _Draft, previous: Query | None) -> None:
@@ -702,9 +752,11 @@ def _assemble(draft: _Draft) -> Query:
         having=tuple(draft.having),
         aggregates=tuple(draft.aggregates),
         ratio=draft.ratio and len(draft.measures) + len(draft.aggregates) >= 2,
+        difference=draft.difference and len(draft.measures) + len(draft.aggregates) >= 2,
         share=share,
         per_group=per_group,
         average_over=draft.average_over,  # type: ignore[arg-type]
+        count_groups=draft.count_groups,
         notes=tuple(draft.notes),
     )
 

@@ -35,6 +35,7 @@ from chat_api.reader.words import (
     HALVES,
     MONTH_SHORT,
     NEGATIONS,
+    NOUN_MARKERS,
     ORDERINGS,
     SHARES,
     UNIT_OF_TITLE,
@@ -107,8 +108,9 @@ def link(tokens: Sequence[Token], index: ModelIndex, *, upper: frozenset[str]) -
     Args:
         tokens: The question's tokens.
         index: The model's index.
-        upper: Words written in capitals in the question (a code such as ``US`` or ``AS``
-            that is also an English word links only when capitalised).
+        upper: Words written in capitals or capitalised inside the question (a code such as
+            ``US`` or ``AS``, or a short form such as ``Pilot`` that is also an English word,
+            links only when capitalised).
 
     Returns:
         Links in question order, passed-over words left out.
@@ -141,6 +143,7 @@ def _longest(
         unit, factor = UNITS.get(tokens[i].lemma) or UNITS[tokens[i].text]
         return Link("unit", i, i + 1, tokens[i].text, number=factor, unit=unit)
     after_aux = any(t.text in AUXILIARIES for t in tokens[:i])
+    after_aux = after_aux and (i == 0 or tokens[i - 1].text not in NOUN_MARKERS)
     return _single(tokens[i], i, index, after_number=after_number, after_aux=after_aux)
 
 
@@ -150,6 +153,8 @@ def _span(span: Sequence[Token], i: int, index: ModelIndex, upper: frozenset[str
     text = " ".join(texts)
     end = i + len(span)
     hits = index.values.get(texts)
+    if hits and not any(h.exact for h in hits) and len(span) == 1:
+        hits = hits if _short_form_ok(texts[0], upper) else None
     if hits and (len(span) > 1 or _value_word_ok(texts[0], upper)):
         return Link("value", i, end, text, values=tuple(hits), exact=any(h.exact for h in hits))
     grammar = _grammar(text) if len(span) > 1 else ()
@@ -168,6 +173,15 @@ def _span(span: Sequence[Token], i: int, index: ModelIndex, upper: frozenset[str
     if core != lemmas and core in index.member_phrases:  # "months of inventory"
         return Link("member", i, end, text, members=tuple(index.member_phrases[core]))
     return None
+
+
+def _short_form_ok(word: str, upper: frozenset[str]) -> bool:
+    """Whether a one-word short form of a longer value may name it.
+
+    "Newark" of "Newark Liberty Intl" may; one that is also an English word ("pilot" of "Pilot
+    Point Airport") only when capitalised.
+    """
+    return word in upper or not parts_of_speech(word)
 
 
 def _value_word_ok(word: str, upper: frozenset[str]) -> bool:
@@ -290,6 +304,8 @@ def _corrected(token: Token, i: int, index: ModelIndex) -> Link | None:
         return Link("grammar", i, i + 1, token.text, words=_grammar(grammar[0]), exact=False)
     word = match[0]
     hits = index.values.get((word,))
+    if hits and not any(h.exact for h in hits) and parts_of_speech(word):
+        hits = None  # an English word is not corrected into a short form of a value
     if hits:
         return Link("value", i, i + 1, token.text, values=tuple(hits), exact=False)
     members = index.member_phrases.get((word,))

@@ -112,6 +112,9 @@ class Query:
             aggregate's member.
         limit: Most rows, or None.
         ratio: Divide the first output number by the second (``a / b``).
+        difference: Subtract the second output number from the first (``a - b``).
+        count_groups: The answer is the number of groups (rows) the query returns: "how many
+            customers have more than 500 orders" counts the customers passing the ``having``.
         per_group: Top-N within each group.
         share: Part filters: the answer is the part's percentage of the whole.
         average_over: A time granularity: the first measure is computed per bucket and averaged.
@@ -128,6 +131,8 @@ class Query:
     order: tuple[tuple[str, Direction], ...] = ()
     limit: int | None = None
     ratio: bool = False
+    difference: bool = False
+    count_groups: bool = False
     per_group: PerGroup | None = None
     share: tuple[Filter, ...] = ()
     average_over: Granularity | None = None
@@ -141,6 +146,7 @@ class Query:
         raw["timeParts"] = raw.pop("time_parts")
         raw["perGroup"] = raw.pop("per_group")
         raw["averageOver"] = raw.pop("average_over")
+        raw["countGroups"] = raw.pop("count_groups")
         return raw
 
     @classmethod
@@ -176,6 +182,8 @@ class Query:
             order=tuple((str(m), d) for m, d in raw.get("order", ())),
             limit=raw.get("limit"),
             ratio=bool(raw.get("ratio", False)),
+            difference=bool(raw.get("difference", False)),
+            count_groups=bool(raw.get("countGroups", False)),
             per_group=PerGroup(tuple(per_group["dimensions"]), int(per_group["limit"]))
             if per_group
             else None,

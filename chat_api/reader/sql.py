@@ -7,7 +7,8 @@ exactly as to SQL a person writes to the ``svcSqlApi`` tool. Shapes:
 - plain: ``SELECT dims, MEASURE(m) ... FROM view WHERE filters GROUP BY dims HAVING ...
   ORDER BY ... LIMIT n``;
 - ``aggregates``: ``MEDIAN(x)``, ``PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x)``, ``AVG(x)``;
-- ``ratio``: the first two numbers divided, ``a / NULLIF(b, 0)``;
+- ``ratio``: the first two numbers divided, ``a / NULLIF(b, 0)``; ``difference``: ``a - b``;
+- ``count_groups``: ``SELECT COUNT(*) FROM (<the grouped query>) AS groups``;
 - ``share``: part and whole as two CTEs, ``100.0 * part / whole``; with groups, each group's
   percentage of the total (a window over the aggregate);
 - ``per_group``: ``ROW_NUMBER() OVER (PARTITION BY g ORDER BY m DESC)`` in a subquery;
@@ -48,6 +49,11 @@ def semantic_sql(query: Query, *, numeric: frozenset[str] = frozenset()) -> str:
         return _share(query, numeric).sql(dialect="postgres")
     if query.average_over:
         return _average_over(query, numeric).sql(dialect="postgres")
+    if query.count_groups:
+        inner = _select(replace(query, count_groups=False, order=(), limit=None), numeric)
+        name = f"{column(query.dimensions[0])}_count" if query.dimensions else "groups"
+        count = exp.alias_(exp.Count(this=exp.Star()), name, quoted=True)
+        return exp.select(count).from_(inner.subquery("groups")).sql(dialect="postgres")
     select = _select(query, numeric)
     if query.per_group:
         return _per_group(query, select).sql(dialect="postgres")
@@ -117,6 +123,9 @@ def _outputs(query: Query) -> list[tuple[exp.Expr, str]]:
         (a, a_name), (b, b_name) = numbers[:2]
         ratio = exp.Div(this=a, expression=exp.Nullif(this=b, expression=exp.Literal.number(0)))
         numbers = [(ratio, f"{a_name}_per_{b_name}"), *numbers]
+    elif query.difference and len(numbers) >= 2:
+        (a, a_name), (b, b_name) = numbers[:2]
+        numbers = [(exp.Sub(this=a, expression=b), f"{a_name}_minus_{b_name}"), *numbers]
     return outputs + numbers
 
 

@@ -90,6 +90,8 @@ ORDERINGS = _table("order", {
     "most": ("desc", "which supplier has the most orders"),
     "busiest": ("desc", "busiest warehouse"),
     "popular": ("desc", "most popular product"),
+    "common": ("desc", "most common supplier"),
+    "frequent": ("desc", "most frequent product"),
     "best": ("desc", "best month"),
     "highest": ("desc", "which supplier has the highest average wait"),
     "largest": ("desc", "largest suppliers"),
@@ -235,8 +237,12 @@ ARITHMETIC = _table("arith", {
     "over": ("ratio", "weight over duration"),
     "/": ("ratio", "weight / duration"),
     "to": ("ratio", "ratio of weight to duration"),
+    "minus": ("difference", "average price minus average cost"),
+    "-": ("difference", "revenue - cost"),
+    "less": ("difference", "revenue less cost"),
 })  # fmt: skip
-"""Words between two measures that divide them (used only when both sides are measures)."""
+"""Words between two measures that divide or subtract them (only when both sides are
+measures)."""
 
 WHOLES = _table("whole", {
     "across all": ("whole", "average wait across all suppliers"),
@@ -332,7 +338,8 @@ WORKDAYS = (1, 2, 3, 4, 5)
 HALVES = {"first half": (1, 6), "second half": (7, 12), "h1": (1, 6), "h2": (7, 12)}
 
 NUMBER_WORDS: Mapping[str, int] = MappingProxyType({
-    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8,
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20,
     "thirty": 30, "forty": 40, "fifty": 50, "hundred": 100, "a dozen": 12, "dozen": 12,
     "a hundred": 100, "a thousand": 1000, "half an": 0.5, "half": 0.5, "an": 1,  # type: ignore[dict-item]
@@ -354,7 +361,8 @@ so well now then total whole entire altogether combined respectively one ones th
 kinds type lot lots bunch data dataset table numbers figure figures value values stats
 statistics info information summary answer question anything something everything stuff happen
 happened happening occur occurred made make makes making take took taken come came go went going
-gone end ended ending up did does doing use used using pls plz thx ty btw fyi asap ur
+gone end ended ending up did does doing use used using everyone everybody anyone anybody
+pls plz thx ty btw fyi asap ur
 """.split()  # noqa: SIM905
 )
 """Function words, auxiliaries and light verbs: passed over unless they belong to a phrase."""
@@ -362,6 +370,12 @@ gone end ended ending up did does doing use used using pls plz thx ty btw fyi as
 AUXILIARIES = frozenset(
     {"do", "does", "did", "have", "has", "had", "will", "would", "can", "could", "should", "shall"}
 )
+NOUN_MARKERS = frozenset(
+    {"the", "a", "an", "of", "my", "our", "your", "their", "its", "per", "each", "every", "any",
+     "some", "no", "average", "avg", "mean", "total", "median", "typical", "overall"}
+)  # fmt: skip
+"""Words after which a noun-or-verb word is a noun ("the *ticket* price"), even after an
+auxiliary."""
 """Auxiliaries that start a question's verb phrase: after one, a noun-or-verb word is the verb
 ("how many tweets did customers post")."""
 
