@@ -148,6 +148,7 @@ class ModelIndex:
         measures: Every measure's name (``view.member``).
         fuzzy_words: The words of every phrase (4 letters or more, sorted) that a misspelt
             word may be corrected to.
+        cardinality: Member name -> how many distinct values were indexed for it.
     """
 
     views: dict[str, ViewIndex]
@@ -157,6 +158,7 @@ class ModelIndex:
     longest: int = 1
     measures: frozenset[str] = frozenset()
     fuzzy_words: tuple[str, ...] = ()
+    cardinality: dict[str, int] = field(default_factory=dict)
 
     def is_key(self, qualified: str) -> bool:
         """Whether the member called ``view.member`` is a primary key."""
@@ -397,6 +399,7 @@ def _add_values(index: ModelIndex, info: MemberInfo, values: list[tuple[str, int
     not a word of any member or entity name: "area" of "Bay Area" stays the model's word.
     """
     model_words = {w for p in (*index.member_phrases, *index.entity_phrases) for w in p}
+    index.cardinality[info.name] = len(values)
     firsts: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for value, count in values:
         words = value_phrase(value)

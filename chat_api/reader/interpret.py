@@ -598,7 +598,7 @@ def _on_value(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
         and hit.exact
         and restated.member != hit.member
     ):
-        draft.filters.remove(draft.restated)  # "Boston (BOS)": the code restates the name
+        draft.filters.remove(restated)  # "Springfield (SPF)": the code restates the name
     draft.filters.append(found)
     draft.restated = None if hit.exact else found
 

@@ -50,6 +50,8 @@ from chat_api.reader.words import (
 )
 
 FUZZY_SCORE = 86
+FEW_VALUES = 100
+"""Most distinct values of a dimension whose English-word short forms link in lower case."""
 _CONNECTORS = frozenset({"of", "the", "a", "an"})
 """Words inside a phrase that a member's name may leave out ("months of inventory")."""
 _GRAMMAR: list[dict[str, Word]] = [
@@ -109,7 +111,7 @@ def link(tokens: Sequence[Token], index: ModelIndex, *, upper: frozenset[str]) -
         tokens: The question's tokens.
         index: The model's index.
         upper: Words written in capitals or capitalised inside the question (a code such as
-            ``US`` or ``AS``, or a short form such as ``Pilot`` that is also an English word,
+            ``US`` or ``AS``, or a short form such as ``Summit`` that is also an English word,
             links only when capitalised).
 
     Returns:
@@ -154,7 +156,7 @@ def _span(span: Sequence[Token], i: int, index: ModelIndex, upper: frozenset[str
     end = i + len(span)
     hits = index.values.get(texts)
     if hits and not any(h.exact for h in hits) and len(span) == 1:
-        hits = hits if _short_form_ok(texts[0], upper) else None
+        hits = _short_forms(texts[0], upper, hits, index)
     if hits and (len(span) > 1 or _value_word_ok(texts[0], upper)):
         return Link("value", i, end, text, values=tuple(hits), exact=any(h.exact for h in hits))
     grammar = _grammar(text) if len(span) > 1 else ()
@@ -175,13 +177,18 @@ def _span(span: Sequence[Token], i: int, index: ModelIndex, upper: frozenset[str
     return None
 
 
-def _short_form_ok(word: str, upper: frozenset[str]) -> bool:
-    """Whether a one-word short form of a longer value may name it.
+def _short_forms(
+    word: str, upper: frozenset[str], hits: Sequence[ValueHit], index: ModelIndex
+) -> list[ValueHit]:
+    """The values a one-word short form may name.
 
-    "Newark" of "Newark Liberty Intl" may; one that is also an English word ("pilot" of "Pilot
-    Point Airport") only when capitalised.
+    "Acme" of "Acme Widgets Inc." names its values. One that is also an English word names them
+    when capitalised; in lower case only those of dimensions with few values ("summit" of 16
+    suppliers), where a chance hit is unlikely, not of 1,400 depot names ("Summit Hill Depot").
     """
-    return word in upper or not parts_of_speech(word)
+    if word in upper or not parts_of_speech(word):
+        return list(hits)
+    return [h for h in hits if index.cardinality.get(h.member, 0) <= FEW_VALUES]
 
 
 def _value_word_ok(word: str, upper: frozenset[str]) -> bool:
@@ -304,8 +311,8 @@ def _corrected(token: Token, i: int, index: ModelIndex) -> Link | None:
         return Link("grammar", i, i + 1, token.text, words=_grammar(grammar[0]), exact=False)
     word = match[0]
     hits = index.values.get((word,))
-    if hits and not any(h.exact for h in hits) and parts_of_speech(word):
-        hits = None  # an English word is not corrected into a short form of a value
+    if hits and not any(h.exact for h in hits):
+        hits = _short_forms(word, frozenset(), hits, index)
     if hits:
         return Link("value", i, i + 1, token.text, values=tuple(hits), exact=False)
     members = index.member_phrases.get((word,))
