@@ -28,6 +28,7 @@ from chat_api.evaluation.truth import ExpectedRow, Truth
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
 _LIMITED = re.compile(r"\b(access|visible|permission|restricted|limited to)\b", re.IGNORECASE)
+_PERCENT = re.compile(r"(?<![\w.])(-?\d[\d,]*(?:\.\d+)?)%")  # "24.13%" is also 0.2413
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _ORIGINS = frozenset({"EWR", "JFK", "LGA"})
 
@@ -115,6 +116,7 @@ def _value_found(answer: Answer, value: float, percent: bool) -> bool:
     if len(answer.rows) > 3:
         return False
     numbers = [n for row in answer.rows for n in _cell_numbers(row)] + text_numbers(answer.text)
+    numbers += [float(n.replace(",", "")) / 100 for n in _PERCENT.findall(answer.text)]
     return any(_matches(n, value, percent) for n in numbers)
 
 

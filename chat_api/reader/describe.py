@@ -48,8 +48,9 @@ def read_as(query: Query, index: ModelIndex) -> str:
     groups += [p.part for p in query.time_parts if not p.values]
     if groups:
         parts.append("by " + ", ".join(groups))
-    if query.share:
-        parts.append("as a percentage: " + "; ".join(_filter(f, index) for f in query.share))
+    if query.share or query.share_parts:
+        shared = [_filter(f, index) for f in query.share] + [_part(p) for p in query.share_parts]
+        parts.append("as a percentage: " + "; ".join(shared))
     if query.per_group:
         groups_of = ", ".join(title(index, d) for d in query.per_group.dimensions)
         parts.append(f"top {query.per_group.limit} in each {groups_of}")
@@ -125,7 +126,7 @@ def compose(
     reading = read_as(query, index)
     if not rows:
         return f"{reading}\n\nNo rows match: the answer is none (0)."
-    if query.share and len(rows) == 1:
+    if (query.share or query.share_parts) and len(rows) == 1:
         record = dict(zip(columns, rows[0], strict=False))
         return (
             f"{reading}\n\n{_number(record.get('percent'))}% "

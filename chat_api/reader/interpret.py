@@ -733,12 +733,17 @@ def _assemble(draft: _Draft) -> Query:
             grains[0] = replace(grains[0], date_range=draft.date_range)
         else:
             grains.append(TimeDimension(time, None, draft.date_range))
-    share = ()
-    filters = list(draft.filters)
+    share: tuple[Filter, ...] = ()
+    share_parts: tuple[TimePartFilter, ...] = ()
+    filters, parts = list(draft.filters), list(draft.parts)
     if draft.share and filters:
         part = next((f for f in filters if f.values == ("true",)), filters[-1])
         filters.remove(part)
         share = (part,)
+    elif draft.share and any(p.values for p in parts):
+        calendar = [p for p in parts if p.values][-1]  # "share of orders placed on a weekend"
+        parts.remove(calendar)
+        share_parts = (calendar,)
     per_group = None
     if draft.each and draft.direction and len(draft.dimensions) + len(draft.grains) > 1:
         per_group = PerGroup(tuple(draft.each), draft.limit or 1)
@@ -748,12 +753,13 @@ def _assemble(draft: _Draft) -> Query:
         dimensions=tuple(draft.dimensions),
         time_dimensions=tuple(grains),
         filters=tuple(filters),
-        time_parts=tuple(draft.parts),
+        time_parts=tuple(parts),
         having=tuple(draft.having),
         aggregates=tuple(draft.aggregates),
         ratio=draft.ratio and len(draft.measures) + len(draft.aggregates) >= 2,
         difference=draft.difference and len(draft.measures) + len(draft.aggregates) >= 2,
         share=share,
+        share_parts=share_parts,
         per_group=per_group,
         average_over=draft.average_over,  # type: ignore[arg-type]
         count_groups=draft.count_groups,
@@ -773,28 +779,69 @@ def _merged(previous: Query, query: Query, draft: _Draft) -> Query:
     kept = tuple(f for f in previous.filters if f.member not in said)
     if draft.drop:
         kept = ()
+    added, compared = _compared_with(previous, query, draft)
     parts = query.time_parts or (() if draft.drop else previous.time_parts)
-    times = query.time_dimensions or previous.time_dimensions
+    times = _times(previous, query, drop=draft.drop)
     named = bool(query.measures or query.aggregates)
     regroup = bool(query.dimensions or any(td.granularity for td in query.time_dimensions))
     return replace(
         previous,
         measures=query.measures if named else previous.measures,
         aggregates=query.aggregates if named else previous.aggregates,
-        dimensions=query.dimensions if regroup or draft.overall else previous.dimensions,
+        dimensions=(query.dimensions if regroup or draft.overall else previous.dimensions)
+        + compared,
         time_dimensions=times
         if not draft.overall
         else tuple(replace(td, granularity=None) for td in times if td.date_range),
-        filters=kept + query.filters,
+        filters=kept + added,
         time_parts=parts,
         having=query.having or previous.having,
         order=() if regroup else previous.order,
         limit=query.limit if regroup else previous.limit,
         share=query.share or previous.share,
+        share_parts=query.share_parts or previous.share_parts,
         per_group=query.per_group if regroup else previous.per_group,
         ratio=query.ratio or (previous.ratio and not named),
         notes=("Follow-up: keeping the previous question's conditions unless changed.",),
     )
+
+
+def _compared_with(
+    previous: Query, query: Query, draft: _Draft
+) -> tuple[tuple[Filter, ...], tuple[str, ...]]:
+    """A follow-up's filters, and the members it compares.
+
+    "How does that compare to Brooklyn?" after a question about New Orleans keeps New Orleans,
+    adds Brooklyn and breaks the answer down by store.
+    """
+    if not draft.versus:
+        return query.filters, ()
+    before = {f.member: f for f in previous.filters if f.operator == "equals"}
+    filters: list[Filter] = []
+    compared: list[str] = []
+    for f in query.filters:
+        old = before.get(f.member)
+        if old is None or f.operator != "equals":
+            filters.append(f)
+            continue
+        filters.append(replace(f, values=tuple(dict.fromkeys(old.values + f.values))))
+        if f.member not in previous.dimensions:
+            compared.append(f.member)
+    return tuple(filters), tuple(compared)
+
+
+def _times(previous: Query, query: Query, *, drop: bool) -> tuple[TimeDimension, ...]:
+    """A follow-up's time dimensions.
+
+    A new grain keeps the previous date range ("which of those years was the lowest" after
+    "just 2008 to 2011").
+    """
+    if not query.time_dimensions:
+        return previous.time_dimensions
+    ranges = [td.date_range for td in previous.time_dimensions if td.date_range]
+    if drop or not ranges or any(td.date_range for td in query.time_dimensions):
+        return query.time_dimensions
+    return tuple(replace(td, date_range=ranges[0]) for td in query.time_dimensions)
 
 
 def _ordered(query: Query, draft: _Draft) -> Query:
@@ -817,7 +864,7 @@ def _ordered(query: Query, draft: _Draft) -> Query:
         )
     if query.dimensions and _ordinal(draft.view, query.dimensions[0]):
         return replace(query, order=((query.dimensions[0], "asc"),), limit=draft.limit)
-    if first and not query.share:
+    if first and not (query.share or query.share_parts):
         return replace(query, order=((first, "desc"),), limit=draft.limit)
     return query
 

@@ -1,7 +1,9 @@
 """Linking a question's words to the model, the data and the grammar.
 
-Left to right, the longest phrase at each position wins; at equal length a data value beats a
-member, a member an entity, an entity a grammar word (the model's own words come first). A
+The question is cut into the phrases that explain most of it (a phrase of n words scores n²,
+a partial or corrected word less; dynamic programming over the cuts); at one position a data
+value beats a member, a member an entity, an entity a grammar word (the model's own words come
+first). A
 word that links to nothing is passed over when it is a function word, a verb form or an adverb
 (:data:`chat_api.reader.words.FUNCTION_WORDS`, lemminflect's parts of speech); a close spelling
 of a model word is corrected (rapidfuzz); any other word is *unknown* and the reader refuses,
@@ -117,36 +119,58 @@ def link(tokens: Sequence[Token], index: ModelIndex, *, upper: frozenset[str]) -
     Returns:
         Links in question order, passed-over words left out.
     """
-    found: list[Link] = []
-    i = 0
-    while i < len(tokens):
-        best = _longest(tokens, i, index, upper)
-        if best is None:
-            i += 1
-            continue
-        found.append(best)
-        i = best.end
-    return found
+    best: list[tuple[float, tuple[Link, ...]]] = [(0.0, ())] * (len(tokens) + 1)
+    for i in range(len(tokens) - 1, -1, -1):
+        options = []
+        for item in _candidates(tokens, i, index, upper):
+            end = item.end if item is not None else i + 1
+            score, rest = best[end]
+            options.append((_score(item) + score, (item, *rest) if item is not None else rest))
+        best[i] = max(options, key=lambda option: option[0])
+    return list(best[0][1])
 
 
-def _longest(
+def _score(item: Link | None) -> float:
+    """How much of the question a link explains.
+
+    A phrase of n words scores n², so "total" + "sales volume" (1 + 4) beats "total sales" +
+    "volume" (4 + a partial 0.5); an unknown word costs 1.
+    """
+    if item is None:
+        return 0.0
+    if item.kind == "unknown":
+        return -1.0
+    if not item.exact and item.kind in ("member", "entity", "value", "grammar"):
+        return 0.5
+    size = item.end - item.start
+    return float(size * size)
+
+
+def _candidates(
     tokens: Sequence[Token], i: int, index: ModelIndex, upper: frozenset[str]
-) -> Link | None:
+) -> list[Link | None]:
+    """The readings that start at token ``i``.
+
+    Every phrase of the tables, longest first, then the word alone (None: passed over).
+    """
     special = _special(tokens, i)
     if special is not None:
-        return special
+        return [special]
+    found: list[Link | None] = []
     for size in range(min(index.longest, len(tokens) - i), 0, -1):
-        span = tokens[i : i + size]
-        found = _span(span, i, index, upper)
-        if found is not None:
-            return found
+        span = _span(tokens[i : i + size], i, index, upper)
+        if span is not None:
+            found.append(span)
+    if found and found[-1] is not None and found[-1].end == i + 1:
+        return found
     after_number = i > 0 and tokens[i - 1].kind == "number"
     if after_number and (tokens[i].lemma in UNITS or tokens[i].text in UNITS):
         unit, factor = UNITS.get(tokens[i].lemma) or UNITS[tokens[i].text]
-        return Link("unit", i, i + 1, tokens[i].text, number=factor, unit=unit)
+        return [*found, Link("unit", i, i + 1, tokens[i].text, number=factor, unit=unit)]
     after_aux = any(t.text in AUXILIARIES for t in tokens[:i])
     after_aux = after_aux and (i == 0 or tokens[i - 1].text not in NOUN_MARKERS)
-    return _single(tokens[i], i, index, after_number=after_number, after_aux=after_aux)
+    single = _single(tokens[i], i, index, after_number=after_number, after_aux=after_aux)
+    return [*found, single]
 
 
 def _span(span: Sequence[Token], i: int, index: ModelIndex, upper: frozenset[str]) -> Link | None:

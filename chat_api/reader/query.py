@@ -117,6 +117,7 @@ class Query:
             customers have more than 500 orders" counts the customers passing the ``having``.
         per_group: Top-N within each group.
         share: Part filters: the answer is the part's percentage of the whole.
+        share_parts: Calendar-part filters of the part ("orders placed on a weekend").
         average_over: A time granularity: the first measure is computed per bucket and averaged.
     """
 
@@ -135,6 +136,7 @@ class Query:
     count_groups: bool = False
     per_group: PerGroup | None = None
     share: tuple[Filter, ...] = ()
+    share_parts: tuple[TimePartFilter, ...] = ()
     average_over: Granularity | None = None
     notes: tuple[str, ...] = field(default=(), compare=False)
 
@@ -147,6 +149,7 @@ class Query:
         raw["perGroup"] = raw.pop("per_group")
         raw["averageOver"] = raw.pop("average_over")
         raw["countGroups"] = raw.pop("count_groups")
+        raw["shareParts"] = raw.pop("share_parts")
         return raw
 
     @classmethod
@@ -170,10 +173,8 @@ class Query:
                 for td in raw.get("timeDimensions", ())
             ),
             filters=tuple(_filter(f) for f in raw.get("filters", ())),
-            time_parts=tuple(
-                TimePartFilter(t["dimension"], t["part"], tuple(t["values"]), bool(t["negate"]))
-                for t in raw.get("timeParts", ())
-            ),
+            time_parts=tuple(_part(t) for t in raw.get("timeParts", ())),
+            share_parts=tuple(_part(t) for t in raw.get("shareParts", ())),
             having=tuple(_filter(f) for f in raw.get("having", ())),
             aggregates=tuple(
                 DimensionAggregate(a["agg"], a["member"], a.get("p"))
@@ -213,6 +214,10 @@ def _camel(td: Mapping[str, Any]) -> dict[str, Any]:
     found = {"dimension": td["dimension"], "granularity": td["granularity"]}
     found["dateRange"] = list(td["date_range"]) if td["date_range"] else None
     return found
+
+
+def _part(raw: Mapping[str, Any]) -> TimePartFilter:
+    return TimePartFilter(raw["dimension"], raw["part"], tuple(raw["values"]), bool(raw["negate"]))
 
 
 def _filter(raw: Mapping[str, Any]) -> Filter:

@@ -45,7 +45,7 @@ def semantic_sql(query: Query, *, numeric: frozenset[str] = frozenset()) -> str:
         query: The typed query.
         numeric: Members whose values are numbers (their filter values are not quoted).
     """
-    if query.share:
+    if query.share or query.share_parts:
         return _share(query, numeric).sql(dialect="postgres")
     if query.average_over:
         return _average_over(query, numeric).sql(dialect="postgres")
@@ -275,7 +275,9 @@ def _share(query: Query, numeric: frozenset[str]) -> exp.Select:
         time_dimensions=query.time_dimensions, filters=query.filters, time_parts=query.time_parts,
         aggregates=query.aggregates[:1] if not query.measures else (),
     )  # fmt: skip
-    part = Query(**{**whole.__dict__, "filters": query.filters + query.share})
+    part = replace(
+        whole, filters=query.filters + query.share, time_parts=query.time_parts + query.share_parts
+    )
     value = (_outputs(whole)[-1][1],)
     keys = [name for _, name in _outputs(whole)[:-1]]
     part_sql = _select(part, numeric)
