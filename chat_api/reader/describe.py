@@ -60,8 +60,12 @@ def read_as(query: Query, index: ModelIndex) -> str:
         shown = f"{query.limit} " if query.limit else ""
         parts.append(f"{shown}{word} first" if query.limit != 1 else f"the {word}")
     if query.average_over:
-        parts.append(f"averaged per {query.average_over}")
+        word = _BUCKET_WORDS.get(query.over_agg, query.over_agg)
+        parts.append(f"{word} per {query.average_over}")
     return "Read as: " + "; ".join(p for p in parts if p).rstrip(".") + "."
+
+
+_BUCKET_WORDS = {"avg": "averaged", "median": "median", "max": "highest", "min": "lowest"}
 
 
 def _asked(query: Query, index: ModelIndex) -> str:

@@ -78,6 +78,7 @@ class _Draft:
     numeric: MemberInfo | None = None
     numbers: list[Link] = field(default_factory=list)
     average_over: str | None = None
+    over_agg: str = "avg"
     which_singular: bool = False
     negated_member: str | None = None
     restated: Filter | None = None
@@ -271,8 +272,11 @@ def _on_grain(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bo
             f"I don't know '{item.text}' as something to average: the {draft.view.name} data "
             "has no such measure."
         )
-    if draft.agg == "avg" and draft.grouping is None and not draft.measures:
+    adjective = item.text.endswith("ly")  # "median daily revenue": the median of the days
+    over = draft.agg == "avg" or (adjective and draft.agg in ("median", "max", "min"))
+    if over and draft.grouping is None and not draft.measures and draft.agg:
         draft.average_over = value
+        draft.over_agg = draft.agg
         draft.agg = None
         return True
     if named is not None and draft.view.members[named].member.kind == "dimension":
@@ -762,6 +766,7 @@ def _assemble(draft: _Draft) -> Query:
         share_parts=share_parts,
         per_group=per_group,
         average_over=draft.average_over,  # type: ignore[arg-type]
+        over_agg=draft.over_agg,
         count_groups=draft.count_groups,
         notes=tuple(draft.notes),
     )

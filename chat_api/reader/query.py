@@ -118,7 +118,10 @@ class Query:
         per_group: Top-N within each group.
         share: Part filters: the answer is the part's percentage of the whole.
         share_parts: Calendar-part filters of the part ("orders placed on a weekend").
-        average_over: A time granularity: the first measure is computed per bucket and averaged.
+        average_over: A time granularity: the first measure is computed per bucket and the
+            buckets aggregated with ``over_agg``.
+        over_agg: ``avg`` (default), ``median``, ``max`` or ``min`` of the buckets ("median
+            daily revenue").
     """
 
     view: str
@@ -138,6 +141,7 @@ class Query:
     share: tuple[Filter, ...] = ()
     share_parts: tuple[TimePartFilter, ...] = ()
     average_over: Granularity | None = None
+    over_agg: str = "avg"
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -148,6 +152,7 @@ class Query:
         raw["timeParts"] = raw.pop("time_parts")
         raw["perGroup"] = raw.pop("per_group")
         raw["averageOver"] = raw.pop("average_over")
+        raw["overAgg"] = raw.pop("over_agg")
         raw["countGroups"] = raw.pop("count_groups")
         raw["shareParts"] = raw.pop("share_parts")
         return raw
@@ -190,6 +195,7 @@ class Query:
             else None,
             share=tuple(_filter(f) for f in raw.get("share", ())),
             average_over=raw.get("averageOver"),
+            over_agg=str(raw.get("overAgg", "avg")),
         )
 
     @property

@@ -321,6 +321,12 @@ def _share(query: Query, numeric: frozenset[str]) -> exp.Select:
     return select.from_("whole_rows").join("part_rows", join_type="cross")
 
 
+def _bucket_aggregate(agg: str, value: exp.Column) -> exp.Expr:
+    if agg == "median":
+        return exp.Anonymous(this="MEDIAN", expressions=[value])
+    return {"max": exp.Max, "min": exp.Min}.get(agg, exp.Avg)(this=value)
+
+
 def _average_over(query: Query, numeric: frozenset[str]) -> exp.Select:
     assert query.average_over is not None
     td = next(iter(query.time_dimensions), None)
@@ -335,8 +341,8 @@ def _average_over(query: Query, numeric: frozenset[str]) -> exp.Select:
     outer = exp.select(
         *keys,
         exp.alias_(
-            exp.Avg(this=exp.column(value, quoted=True)),
-            f"avg_{value}_per_{query.average_over}",
+            _bucket_aggregate(query.over_agg, exp.column(value, quoted=True)),
+            f"{query.over_agg}_{value}_per_{query.average_over}",
             quoted=True,
         ),
     ).from_(inner.subquery("buckets"))
