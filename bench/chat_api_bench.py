@@ -88,7 +88,7 @@ def sql_tool(rounds: int) -> tuple[list[float], list[float]]:
     try:
         for _ in range(rounds):
             for job in questions_jobs(settings_url()):
-                plan = plan_question(job.question, vocabulary=toolbox.vocabulary)
+                plan = plan_question(job.question, vocabulary=toolbox.planner_vocabulary)
                 if not isinstance(plan, Plan):
                     continue
                 user = user_context(job.session_settings)

@@ -94,6 +94,17 @@ class Toolbox:
     reader: QuestionReader = rule_reader
     index: ModelIndex | None = None
 
+    @property
+    def planner_vocabulary(self) -> Vocabulary:
+        """The legacy planner's vocabulary.
+
+        Raises:
+            RuntimeError: this toolbox reads with the model-driven reader (no vocabulary).
+        """
+        if self.vocabulary is None:
+            raise RuntimeError("the legacy planner's vocabulary is not loaded: reader is rules")
+        return self.vocabulary
+
     @classmethod
     def build(
         cls, model: SemanticModel, warehouse: Warehouse, *, reader: Literal["rules", "legacy"]
@@ -202,10 +213,9 @@ class Turn:
     def _planner_answer(self) -> Generator[Line, Any, str]:
         """The legacy planner's turn up to the answer text: plan, think, search, run."""
         request = self.request
-        assert self._toolbox.vocabulary is not None  # the legacy toolbox always has one
         outcome = plan_question(
             request.question,
-            vocabulary=self._toolbox.vocabulary,
+            vocabulary=self._toolbox.planner_vocabulary,
             previous=spec_from_state(request.previous),
             reader=self._toolbox.reader,
         )
@@ -348,7 +358,7 @@ class Turn:
         if check.spec is None:
             return check.note
         if check.spec != plan.spec:
-            vocabulary = self._toolbox.vocabulary
+            vocabulary = self._toolbox.planner_vocabulary
             plan = build_plan(
                 plan.question, check.spec, vocabulary=vocabulary, reasoning=plan.reasoning
             )
@@ -369,11 +379,11 @@ class Turn:
         if isinstance(probe, dict):
             return AccessCheck(spec)
         visible = frozenset(str(row[0]) for row in probe.rows if row[1])
-        origins = self._toolbox.vocabulary.origins
+        origins = self._toolbox.planner_vocabulary.origins
         return access_check(spec, visible=visible, origins=origins, attributes=user.attributes)
 
     def _share(self, plan: Plan) -> Generator[Line, Any, str]:
-        vocabulary = self._toolbox.vocabulary
+        vocabulary = self._toolbox.planner_vocabulary
         results = []
         for spec in share_specs(plan.spec):
             sub = build_plan(plan.question, spec, vocabulary=vocabulary, reasoning=plan.reasoning)

@@ -213,8 +213,8 @@ def build_index(model: SemanticModel, rows: ValueRows | None) -> ModelIndex:
             view_index.years = _years(model, view_index, rows)
     tables: list[Phrase] = [*index.member_phrases, *index.entity_phrases, *index.values]
     index.longest = max((len(p) for p in tables), default=1)
-    words = {w for p in tables for w in p if len(w) >= 4 and not w.isdigit()}
-    index.fuzzy_words = tuple(sorted(words))
+    spelled = {w for p in tables for w in p if len(w) >= 4 and not w.isdigit()}
+    index.fuzzy_words = tuple(sorted(spelled))
     index.measures = frozenset(
         name
         for view in index.views.values()
@@ -412,13 +412,23 @@ def _add_values(index: ModelIndex, info: MemberInfo, values: list[tuple[str, int
         for word in dict.fromkeys(words) if len(words) > 1 else ():
             if _can_stand_alone(word) and lemma(word) not in model_words:
                 firsts[word].append((value, count))
+    _add_short_forms(index, info, firsts)
+    _add_value_synonyms(index, info, dict(values))
+
+
+def _add_short_forms(
+    index: ModelIndex, info: MemberInfo, firsts: Mapping[str, list[tuple[str, int]]]
+) -> None:
     for first, shared in firsts.items():
         taken = any(h.exact for h in index.values.get((first,), ()))
         if len(shared) <= SHORT_FORM_SHARED and not taken:
             for value, count in shared:
                 _hit(index, (first,), ValueHit(info.name, value, count, exact=False))
+
+
+def _add_value_synonyms(index: ModelIndex, info: MemberInfo, known: Mapping[str, int]) -> None:
+    """``meta.value_synonyms: {CODE: [name, ...]}`` of a string dimension."""
     synonyms = (info.member.meta or {}).get("value_synonyms") or {}
-    known = dict(values)
     for value, names in dict(synonyms).items():
         for name in names if isinstance(names, list | tuple) else [names]:
             hit = ValueHit(info.name, str(value), known.get(str(value), 1))

@@ -15,8 +15,9 @@ without a measure on a thread) changes the thread's previous query instead of st
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from chat_api.errors import UnreadableQuestionError
 from chat_api.reader.index import Entity, MemberInfo, ModelIndex, ValueHit, ViewIndex
@@ -28,6 +29,7 @@ from chat_api.reader.query import (
     PerGroup,
     Query,
     TimeDimension,
+    TimePart,
     TimePartFilter,
 )
 from chat_api.reader.text import Token, tokens
@@ -108,9 +110,9 @@ def read(question: str, index: ModelIndex, *, previous: Query | None = None) -> 
     links = link(found, index, upper=upper)
     unknown = [lk.text for lk in links if lk.kind == "unknown"]
     if unknown:
-        words = ", ".join(f"'{w}'" for w in dict.fromkeys(unknown))
+        listed = ", ".join(f"'{w}'" for w in dict.fromkeys(unknown))
         raise UnreadableQuestionError(
-            f"I don't know {words}: nothing in the data model is called that."
+            f"I don't know {listed}: nothing in the data model is called that."
         )
     view = _choose_view(links, index, previous)
     draft = _Draft(index.views[view], found)
@@ -637,7 +639,8 @@ def _on_calendar(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
         return
     negate, draft.negate = draft.negate, False
     for part, values in calendar.items():
-        draft.parts.append(TimePartFilter(td, part, tuple(int(v) for v in values), negate))
+        found = TimePartFilter(td, cast(TimePart, part), tuple(int(v) for v in values), negate)
+        draft.parts.append(found)
 
 
 def _hour(draft: _Draft, td: str, hour: int, comparator: str | None) -> None:
@@ -657,10 +660,14 @@ def _date_condition(draft: _Draft, low: str, high: str) -> None:
     draft.date_range = (low, high)
 
 
-_HANDLERS = {
+def _ignored(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
+    """Units and unknown words change nothing by themselves (an unknown word refuses earlier)."""
+
+
+_HANDLERS: dict[str, Callable[[_Draft, Link, Sequence[Link]], None]] = {
     "grammar": _grammar, "number": _on_number, "member": _on_member, "entity": _on_entity,
     "value": _on_value, "calendar": _on_calendar, "date": _on_calendar,
-    "unit": lambda draft, item, rest: None, "unknown": lambda draft, item, rest: None,
+    "unit": _ignored, "unknown": _ignored,
 }  # fmt: skip
 
 

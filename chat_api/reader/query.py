@@ -173,7 +173,7 @@ class Query:
                 TimeDimension(
                     td["dimension"],
                     td.get("granularity"),
-                    tuple(td["dateRange"]) if td.get("dateRange") else None,  # type: ignore[arg-type]
+                    tuple(td["dateRange"]) if td.get("dateRange") else None,
                 )
                 for td in raw.get("timeDimensions", ())
             ),

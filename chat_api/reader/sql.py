@@ -97,7 +97,7 @@ def aggregate_name(item: DimensionAggregate) -> str:
 
 
 def _grain(query: Query) -> list[tuple[exp.Expr, str]]:
-    found = []
+    found: list[tuple[exp.Expr, str]] = []
     for td in query.time_dimensions:
         if td.granularity:
             trunc = exp.Anonymous(
@@ -218,7 +218,7 @@ def _having(h: Filter, query: Query) -> exp.Expr:
 
 def _order(query: Query, outputs: list[tuple[exp.Expr, str]]) -> list[exp.Expr]:
     names = [name for _, name in outputs]
-    found = []
+    found: list[exp.Expr] = []
     for member, direction in query.order:
         name = column(member) if column(member) in names else None
         if name is None and query.aggregates:

@@ -11,7 +11,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from lemminflect import getAllLemmas  # type: ignore[import-untyped]
+from lemminflect import getAllLemmas
 
 from chat_api.reader.words import CONTRACTIONS, NUMBER_WORDS, SPELLINGS
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -93,7 +93,7 @@ def api_serve(
     from chat_api import ChatApiSettings
     from chat_api.http import serve
 
-    given = {"model_dir": model_dir, "warehouse": warehouse, "reader": reader}
+    given: dict[str, Any] = {"model_dir": model_dir, "warehouse": warehouse, "reader": reader}
     overrides = {key: value for key, value in given.items() if value is not None}
     serve(ChatApiSettings(**overrides), host=host, port=port)
 

@@ -8,6 +8,8 @@ dependencies, not only about what runs.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,3 +217,21 @@ def test_the_rules_would_catch_a_breach(tmp_path: Path) -> None:
         ("sqlalchemy", "text"),
         ("pipeline.transcript", "x"),
     ]
+
+
+def test_the_reader_keeps_its_complexity_cap_and_top_level_imports(tmp_path: Path) -> None:
+    """chat_api/reader/ruff.toml: complexity 10, no function-local import (issue 22)."""
+    ruff = Path(sys.executable).with_name("ruff")
+    checked = ["--select", "C901,PLC0415", "--no-cache", "--output-format", "concise"]
+    clean = subprocess.run(
+        [ruff, "check", *checked, "chat_api/reader"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert clean.returncode == 0, clean.stdout
+    branchy = "def f(x):\n" + "".join(f"    if x == {i}:\n        return {i}\n" for i in range(10))
+    breach = tmp_path / "breach.py"
+    breach.write_text(branchy + "def g():\n    import os\n    return os\n")
+    config = ["--config", str(ROOT / "chat_api" / "reader" / "ruff.toml")]
+    caught = subprocess.run(
+        [ruff, "check", *config, *checked, str(breach)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert "C901" in caught.stdout and "PLC0415" in caught.stdout, caught.stdout

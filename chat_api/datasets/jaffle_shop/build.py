@@ -41,10 +41,10 @@ from typing import Any
 import duckdb
 import faker
 import numpy as np
-from jafgen import curves  # type: ignore[import-untyped]
-from jafgen.simulation import Simulation  # type: ignore[import-untyped]
-from jafgen.stores.inventory import Inventory  # type: ignore[import-untyped]
-from jafgen.stores.stock import Stock  # type: ignore[import-untyped]
+from jafgen import curves
+from jafgen.simulation import Simulation
+from jafgen.stores.inventory import Inventory
+from jafgen.stores.stock import Stock
 
 __all__ = ["build"]
 

@@ -231,7 +231,7 @@ def test_a_follow_up_refines_the_previous_query(toolbox: Toolbox) -> None:
 
 
 def test_a_refused_query_is_a_tool_error(toolbox: Toolbox, monkeypatch: pytest.MonkeyPatch) -> None:
-    plan = plan_question(MARCH, vocabulary=toolbox.vocabulary)
+    plan = plan_question(MARCH, vocabulary=toolbox.planner_vocabulary)
     assert isinstance(plan, Plan)
     broken = dataclasses.replace(plan, semantic_sql="SELECT no_such_member FROM flights")
     monkeypatch.setattr(agent, "plan_question", lambda *a, **k: broken)

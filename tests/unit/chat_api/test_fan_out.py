@@ -92,7 +92,9 @@ def _run(shop: tuple[Path, Warehouse], sql: str) -> list[list[object]]:
     return [list(row) for row in warehouse.run(compiled).rows]
 
 
-def test_the_one_side_of_a_one_to_many_join_counts_each_row_once(shop) -> None:
+def test_the_one_side_of_a_one_to_many_join_counts_each_row_once(
+    shop: tuple[Path, Warehouse],
+) -> None:
     rows = _run(
         shop,
         "SELECT MEASURE(customers_count), MEASURE(customers_total_credit), "
@@ -106,7 +108,9 @@ def test_the_one_side_of_a_one_to_many_join_counts_each_row_once(shop) -> None:
     ]  # fmt: skip
 
 
-def test_grouped_by_the_many_side_each_group_counts_its_customers_once(shop) -> None:
+def test_grouped_by_the_many_side_each_group_counts_its_customers_once(
+    shop: tuple[Path, Warehouse],
+) -> None:
     rows = _run(
         shop,
         "SELECT orders_status, MEASURE(customers_count), MEASURE(customers_total_credit) "
@@ -120,7 +124,7 @@ def test_grouped_by_the_many_side_each_group_counts_its_customers_once(shop) -> 
     assert rows == expected
 
 
-def test_a_customer_without_orders_has_no_orders_not_one(shop) -> None:
+def test_a_customer_without_orders_has_no_orders_not_one(shop: tuple[Path, Warehouse]) -> None:
     rows = _run(
         shop,
         "SELECT customers_name, MEASURE(orders_count) FROM customer_orders GROUP BY 1 ORDER BY 1",
@@ -130,7 +134,9 @@ def test_a_customer_without_orders_has_no_orders_not_one(shop) -> None:
     ]
 
 
-def test_the_far_side_of_a_many_to_one_join_counts_each_row_once(shop) -> None:
+def test_the_far_side_of_a_many_to_one_join_counts_each_row_once(
+    shop: tuple[Path, Warehouse],
+) -> None:
     rows = _run(
         shop, "SELECT MEASURE(count), MEASURE(customers_count), MEASURE(customers_total_credit) "
         "FROM order_lines",
@@ -148,7 +154,7 @@ def test_a_repeated_cube_without_a_primary_key_is_a_model_error(tmp_path: Path) 
     assert "customer_orders" in (caught.value.path or "")
 
 
-def test_the_executed_sql_of_a_repeated_cube_is_still_checked(shop) -> None:
+def test_the_executed_sql_of_a_repeated_cube_is_still_checked(shop: tuple[Path, Warehouse]) -> None:
     model_dir, _ = shop
     compiled = compile_semantic_sql(
         "SELECT MEASURE(customers_total_credit) FROM customer_orders",

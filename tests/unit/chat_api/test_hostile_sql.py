@@ -308,7 +308,9 @@ def toolbox(model: SemanticModel, warehouse: Warehouse) -> Toolbox:
 def test_hostile_query_in_an_agent_turn_streams_a_tool_error_and_ends_cleanly(
     toolbox: Toolbox, monkeypatch: pytest.MonkeyPatch, sql: str, code: str
 ) -> None:
-    planned = plan_question("How many flights were there in March?", vocabulary=toolbox.vocabulary)
+    planned = plan_question(
+        "How many flights were there in March?", vocabulary=toolbox.planner_vocabulary
+    )
     assert isinstance(planned, Plan)
     hostile = dataclasses.replace(planned, semantic_sql=sql)
     monkeypatch.setattr(agent, "plan_question", lambda *args, **kwargs: hostile)
@@ -422,7 +424,7 @@ def test_every_bypass_and_planned_query_passes_the_executed_text_check(
         "Average wind speed at LGA",
         "How many planes were built by Boeing?",
     ):
-        planned = plan_question(question, vocabulary=toolbox.vocabulary)
+        planned = plan_question(question, vocabulary=toolbox.planner_vocabulary)
         assert isinstance(planned, Plan), question
         queries.append(planned.semantic_sql)
     for sql in queries:
