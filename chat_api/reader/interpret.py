@@ -38,10 +38,12 @@ from chat_api.reader.words import AGGREGATIONS, DIRECTIONS, LIST_JOINERS, YEAR_S
 DEFAULT_TOP = 10
 SUPERLATIVES = frozenset(
     {"highest", "largest", "biggest", "longest", "greatest", "worst", "lowest", "smallest",
-     "shortest", "least", "peak"}
+     "shortest", "least", "peak", "maximum", "minimum"}
 )  # fmt: skip
 """Aggregation words that also order a breakdown ("the highest average")."""
 _CONTENT = frozenset({"member", "entity", "value"})
+INTENSITY_WORDS = frozenset({"popular", "common", "frequent", "busy"})
+"""Ordering words that keep a direction already given ("least popular", "most common")."""
 _EDGE = "'\"?!.,;:()[]"
 
 
@@ -85,6 +87,7 @@ class _Draft:
     negated_member: str | None = None
     restated: Filter | None = None
     whole: bool = False
+    skip: set[int] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
 
 
@@ -178,6 +181,8 @@ def _weight(item: Link, view: ViewIndex) -> float:
 
 
 def _step(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
+    if item.start in draft.skip:
+        return
     if item.kind != "value" and item.text not in LIST_JOINERS:
         draft.negated_member = None  # "not X and Y" negates Y too; any other word ends the list
     if item.kind != "value":
@@ -199,6 +204,12 @@ def _on_not(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool
 
 
 def _on_cmp(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    postfix = item.text.split()[0] in ("or", "and") and draft.numbers  # "5 or more orders"
+    if postfix:
+        number = draft.numbers.pop()
+        draft.comparator = value
+        _threshold(draft, number.number or 0.0, rest)
+        return True
     if not any(lk.kind in ("number", "date") for lk in rest[:3]):
         return False
     draft.comparator = value
@@ -221,6 +232,8 @@ def _on_by(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
 
 
 def _on_agg(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    if item.text == "overall" and not any(lk.kind in _CONTENT for lk in rest[:2]):
+        return False  # "overall instead": the follow-up word, not a total
     if value in ("max", "min") and item.text in SUPERLATIVES:
         draft.direction = draft.direction or ("desc" if value == "max" else "asc")
         if _names_its_aggregate(draft, next(iter(rest), None)):
@@ -249,10 +262,14 @@ def _names_its_aggregate(draft: _Draft, nxt: Link | None) -> bool:
 def _on_whole(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
     draft.whole = True
     draft.grouping = None
+    if not any(lk.kind in _CONTENT for lk in rest):  # "for all of them": the previous, whole
+        draft.overall = draft.followup = True
     return True
 
 
 def _on_order(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    if item.text in INTENSITY_WORDS and draft.direction:
+        return True  # "least popular": the direction "least" gave
     draft.direction = value  # type: ignore[assignment]
     nxt = next(iter(rest), None)
     if nxt is not None and nxt.kind == "number" and nxt.exact:
@@ -263,6 +280,8 @@ def _on_order(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bo
 
 
 def _on_grain(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    if draft.drop:
+        return True  # "remove the month filter": names what to drop
     before = " ".join(t.text for t in draft.tokens[max(0, item.start - 2) : item.start])
     if before in ("of the", "in the", "of a", "in a") and draft.grouping is None:
         return True  # "busiest day of the year": the year is the whole data, not a breakdown
@@ -353,6 +372,9 @@ def _on_number(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     ):
         draft.numbers.append(item)
         return
+    if draft.comparator is not None and _is_year(item) and not _quantity_follows(rest):
+        _year_condition(draft, int(value))  # "since 2017", "before 2019"
+        return
     if draft.comparator is not None:
         _threshold(draft, value, rest)
         return
@@ -363,6 +385,24 @@ def _on_number(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
         draft.limit = int(value)
         return
     draft.numbers.append(item)
+
+
+def _quantity_follows(rest: Sequence[Link]) -> bool:
+    return any(lk.kind in ("member", "unit", "entity") for lk in rest[:2])
+
+
+def _year_condition(draft: _Draft, year: int) -> None:
+    """A year after a comparator.
+
+    "Since 2017" runs from its first day, "before 2017" to the day before it.
+    """
+    comparator, draft.comparator = draft.comparator, None
+    low, high = f"{year}-01-01", f"{year}-12-31"
+    if comparator in ("gt", "gte"):
+        low, high = (f"{year + 1}-01-01" if comparator == "gt" else low), "2999-12-31"
+    elif comparator in ("lt", "lte"):
+        low, high = "1900-01-01", (f"{year - 1}-12-31" if comparator == "lt" else high)
+    draft.date_range = (low, high)
 
 
 def _year(draft: _Draft, year: int, item: Link) -> None:
@@ -382,6 +422,16 @@ def _year(draft: _Draft, year: int, item: Link) -> None:
 
 def _threshold(draft: _Draft, value: float, rest: Sequence[Link]) -> None:
     comparator, draft.comparator = draft.comparator or "gt", None
+    if comparator == "between":  # "between 100 and 200": from the first to the second number
+        high = next((lk for lk in rest[:3] if lk.kind == "number"), None)
+        if high is None:
+            raise UnreadableQuestionError(f"Between {_text(value)} and what?")
+        draft.skip.update(range(rest[0].start, high.end))
+        draft.comparator = "gte"
+        _threshold(draft, value, rest[rest.index(high) + 1 :])
+        draft.comparator = "lte"
+        _threshold(draft, high.number or 0.0, rest[rest.index(high) + 1 :])
+        return
     unit = next((lk for lk in rest[:2] if lk.kind == "unit"), None)
     target = next((lk for lk in rest[:3] if lk.kind in ("member", "entity")), None)
     if target is not None and target.kind == "entity":
@@ -432,6 +482,9 @@ def _on_member(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     elif _ranks_by(draft, info):
         draft.grouping = None
         _numeric(draft, info, agg=_quantity_agg(draft, info))
+    elif _counts_values(draft, info):
+        draft.agg = None  # "how many different products": distinct values, not a breakdown
+        draft.aggregates.append(DimensionAggregate("countDistinct", info.name))
     elif draft.grouping is not None or _wants_breakdown(draft, item, rest):
         _group(draft, info.name)
     elif member.type == "boolean":
@@ -439,10 +492,18 @@ def _on_member(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
             Filter(info.name, "notEquals" if draft.negate else "equals", ("true",))
         )
         draft.negate = False
+    elif member.type == "number" and draft.negate:
+        draft.filters.append(Filter(info.name, "notSet", ()))  # "orders without a wait"
+        draft.negate = False
     elif member.type == "number":
         _numeric(draft, info)
     elif member.type == "string" and not draft.negate:
         _group(draft, info.name)
+
+
+def _counts_values(draft: _Draft, info: MemberInfo) -> bool:
+    string = info.member.type == "string" and info.member.kind == "dimension"
+    return string and draft.agg in ("count", "countDistinct") and draft.grouping is None
 
 
 def _ranks_by(draft: _Draft, info: MemberInfo) -> bool:
@@ -672,22 +733,14 @@ _HANDLERS: dict[str, Callable[[_Draft, Link, Sequence[Link]], None]] = {
 
 
 def _finish(draft: _Draft, previous: Query | None, links: Sequence[Link]) -> Query:
-    years = sorted(set(draft.years))
-    if len(years) > 1 and draft.view.time_dimension:
-        td = draft.view.time_dimension
-        draft.date_range = None
-        draft.parts.append(TimePartFilter(td, "year", tuple(years)))
-        if not draft.grains:
-            draft.grains.append(TimeDimension(td, "year"))
-    if draft.agg == "avg" and draft.grains and not draft.measures and not draft.numeric:
-        draft.average_over = draft.grains.pop().granularity  # "orders per day on average"
-        draft.agg = None
-    if draft.average_over and draft.view.time_dimension and not draft.grains:
-        draft.grains.append(TimeDimension(draft.view.time_dimension))
+    _compared_years(draft)
+    _buckets(draft)
     if draft.versus:
         for f in draft.filters:
             if len(f.values) > 1 and f.operator == "equals" and f.member not in draft.dimensions:
                 draft.dimensions.append(f.member)
+    if (draft.ratio or draft.difference) and draft.numeric is not None and draft.measures:
+        _numeric(draft, draft.numeric, agg=_quantity_agg(draft, draft.numeric))  # "a over b"
     followup = previous is not None and _is_followup(draft, links)
     if not followup:
         _default_measure(draft, previous)
@@ -696,6 +749,26 @@ def _finish(draft: _Draft, previous: Query | None, links: Sequence[Link]) -> Que
     if previous is not None and followup:
         query = _merged(previous, query, draft)
     return _ordered(query, draft)
+
+
+def _compared_years(draft: _Draft) -> None:
+    """Several years not joined as a range: each year filtered and one row per year."""
+    years = sorted(set(draft.years))
+    if len(years) > 1 and draft.view.time_dimension:
+        td = draft.view.time_dimension
+        draft.date_range = None
+        draft.parts.append(TimePartFilter(td, "year", tuple(years)))
+        if not draft.grains:
+            draft.grains.append(TimeDimension(td, "year"))
+
+
+def _buckets(draft: _Draft) -> None:
+    """Averages over time buckets ("orders per day on average"): the count per day, averaged."""
+    if draft.agg == "avg" and draft.grains and not draft.measures and not draft.numeric:
+        draft.average_over = draft.grains.pop().granularity
+        draft.agg = None
+    if draft.average_over and draft.view.time_dimension and not draft.grains:
+        draft.grains.append(TimeDimension(draft.view.time_dimension))
 
 
 def _count_groups(draft: _Draft) -> None:

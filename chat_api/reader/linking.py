@@ -57,13 +57,17 @@ FEW_VALUES = 100
 _CONNECTORS = frozenset({"of", "the", "a", "an"})
 """Words inside a phrase that a member's name may leave out ("months of inventory")."""
 _GRAMMAR: list[dict[str, Word]] = [
-    COMPARATORS, NEGATIONS, GROUPINGS, AGGREGATIONS, ORDERINGS, GRAINS, SHARES, COMPARISONS,
-    FOLLOW_UPS, ARITHMETIC, WHOLES,
+    COMPARATORS, ARITHMETIC, NEGATIONS, GROUPINGS, AGGREGATIONS, ORDERINGS, GRAINS, SHARES,
+    COMPARISONS, FOLLOW_UPS, WHOLES,
 ]  # fmt: skip
+"""Grammar tables in the order their meanings are tried: arithmetic ("less", "over") applies
+only between two measures, so it is tried before ordering and comparing take the word."""
 GRAMMAR_WORDS = tuple(
     sorted({w for table in _GRAMMAR for w in table if " " not in w and len(w) >= 4})
 )
 """Single grammar words a misspelling may be corrected to ("wich" -> "which")."""
+GRAMMAR_LONGEST = max(len(phrase.split()) for table in _GRAMMAR for phrase in table)
+"""Words in the longest grammar phrase ("no less than")."""
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,7 @@ def _candidates(
     if special is not None:
         return [special]
     found: list[Link | None] = []
-    for size in range(min(index.longest, len(tokens) - i), 0, -1):
+    for size in range(min(max(index.longest, GRAMMAR_LONGEST), len(tokens) - i), 0, -1):
         span = _span(tokens[i : i + size], i, index, upper)
         if span is not None:
             found.append(span)

@@ -1,0 +1,138 @@
+"""Every row of the reader's grammar tables, run on its own example question.
+
+The tables (``chat_api/reader/words.py``) are the reader's grammar: each row is a phrase, what it
+means and an example. Each example is read against a neutral model (``tests/data/depot_model``)
+and the typed query must show the row's meaning: an ordering orders, a comparator compares with
+its operator, a negation negates, a grain groups by it, and so on (the way sqlglot tests its
+dialects as tables of input and output). A follow-up row is read after
+``orders by supplier in March``.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from chat_api.reader import words as words_module
+from chat_api.reader.index import ModelIndex, build_index
+from chat_api.reader.interpret import read
+from chat_api.reader.query import Query
+from chat_api.semantic.model import load_model
+from chat_api.sql.warehouse import Warehouse
+
+MODEL = Path(__file__).resolve().parents[2] / "data" / "depot_model"
+VALUES = {
+    "supplier": ["Acme", "Globex", "Initech"],
+    "region": ["North", "South", "East"],
+    "warehouse": ["Harbor Depot", "Hill Depot"],
+    "store": ["Main Street", "Station Road"],
+    "product": ["Bolts", "Gears"],
+    "lane": ["Lane 1", "Lane 2"],
+    "serial_number": ["SN-1", "SN-2"],
+}
+FOLLOWED = "orders by supplier in March"
+TABLES = {
+    name: table
+    for name, table in vars(words_module).items()
+    if isinstance(table, dict) and table and all(hasattr(w, "example") for w in table.values())
+}
+ROWS = [
+    pytest.param(phrase, word, id=f"{name}:{phrase}")
+    for name, table in TABLES.items()
+    for phrase, word in table.items()
+]
+
+
+@pytest.fixture(scope="module")
+def depot(tmp_path_factory: pytest.TempPathFactory) -> ModelIndex:
+    folder = tmp_path_factory.mktemp("depot")
+    quantities = ["wait", "arrival_wait", "weight", "duration", "units", "items", "price", "cost"]
+    columns = ["order_id", *VALUES, "ordered_at", *quantities, "basket_size", "cancelled", "late",
+               "returned"]  # fmt: skip
+    with (folder / "orders.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(columns)
+        for i in range(12):
+            labels = [values[i % len(values)] for values in VALUES.values()]
+            numbers = [i * 7 % 60, i * 5 % 40, 100 + i, 30 + i, i % 4, 1 + i % 3, 9.5 + i, 4 + i]
+            flags = [i % 5 == 0, i % 3 == 0, i % 4 == 0]
+            writer.writerow([i, *labels, f"2017-{i + 1:02d}-0{1 + i % 7} {i + 6:02d}:00:00",
+                             *numbers, i % 6 + 1, *flags])  # fmt: skip
+    with Warehouse.from_folder(folder) as warehouse:
+        return build_index(load_model(MODEL), warehouse.query_raw)
+
+
+def _agg(query: Query, value: str, index: ModelIndex) -> bool:
+    types = {index.info(m).member.agg_type for m in query.measures}
+    aggregates = {a.agg for a in query.aggregates}
+    over = {query.over_agg} if query.average_over else set()
+    ordered = {"max": "desc", "min": "asc"}.get(value) in {d for _, d in query.order}
+    return value in types | aggregates | over or ordered
+
+
+def _cmp(query: Query, value: str) -> bool:
+    operators = {f.operator for f in (*query.filters, *query.having)}
+    if value == "between":
+        return {"gte", "lte"} <= operators or {"gt", "lt"} <= operators
+    dated = any(td.date_range for td in query.time_dimensions) or bool(query.time_parts)
+    return value in operators or (value != "equals" and dated)
+
+
+def _negated(query: Query) -> bool:
+    filters = (*query.filters, *query.share)
+    negated = any(f.operator in ("notEquals", "notSet") for f in filters)
+    false = any(f.values == ("false",) for f in filters)
+    return negated or false or any(p.negate for p in query.time_parts)
+
+
+CHECKS: dict[str, Callable[[Query, str, ModelIndex], bool]] = {
+    "agg": _agg,
+    "order": lambda q, v, i: (bool(q.order) and q.order[0][1] == v) or bool(q.per_group),
+    "cmp": lambda q, v, i: _cmp(q, v),
+    "not": lambda q, v, i: _negated(q),
+    "by": lambda q, v, i: q.grouped,
+    "grain": lambda q, v, i: (
+        q.grouped
+        and (
+            any(td.granularity == v for td in q.time_dimensions)
+            or any(v in d for d in q.dimensions)
+        )
+    ),
+    "share": lambda q, v, i: bool(q.share or q.share_parts) if v == "share" else q.ratio,
+    "arith": lambda q, v, i: q.ratio if v == "ratio" else q.difference,
+    "versus": lambda q, v, i: q.grouped or any(len(f.values) > 1 for f in q.filters),
+    "whole": lambda q, v, i: not q.grouped,
+}
+"""What a row of each kind must show in the typed query of its example."""
+
+
+def _followup_check(query: Query, value: str, previous: Query) -> bool:
+    if value == "drop":
+        return len(query.filters) < len(previous.filters) or not query.time_dimensions
+    if value == "overall":
+        return not query.dimensions
+    if value == "there":
+        return set(previous.filters) <= set(query.filters)
+    return query != previous
+
+
+@pytest.mark.parametrize(("phrase", "word"), ROWS)
+def test_every_grammar_row_reads_its_example(
+    depot: ModelIndex, phrase: str, word: words_module.Word
+) -> None:
+    assert word.example, f"row {phrase!r} has no example"
+    if word.kind == "followup":
+        previous = read(FOLLOWED, depot)
+        query = read(word.example, depot, previous=previous)
+        assert _followup_check(query, word.value, previous), query.to_json()
+        return
+    query = read(word.example, depot)
+    assert CHECKS[word.kind](query, word.value, depot), query.to_json()
+
+
+def test_every_kind_has_a_check() -> None:
+    kinds = {word.kind for table in TABLES.values() for word in table.values()}
+    assert kinds <= {*CHECKS, "followup"}, kinds - {*CHECKS, "followup"}
