@@ -106,6 +106,9 @@ def run(
         from bench.planner_bench import planner_results  # loads the evaluation set
 
         add(planner_results())
+        from bench.rule_reader_bench import rule_reader_results
+
+        add(rule_reader_results())
     e2e_figures = _endpoint_results(selected, scale, transcripts, add)
     if "console" in selected:
         add(suite.console_results())
