@@ -47,7 +47,7 @@ from chat_api.http.bodies import MAX_BODY_BYTES, describe_validation_error, read
 from chat_api.http.embed import STATIC_DIR, EmbedPages
 from chat_api.http.openapi import openapi_document
 from chat_api.http.service import REVOKE_SESSION_PATH, ChatService
-from chat_api.semantic.model import load_model
+from chat_api.semantic.model import load_model, policy_attributes
 from chat_api.settings import ChatApiSettings
 from chat_api.sql.warehouse import open_warehouse
 from chat_api.state.database import open_state
@@ -78,7 +78,11 @@ def create_app(settings: ChatApiSettings, *, toolbox: Toolbox | None = None) -> 
         account=settings.account_name,
         api_keys=[key.get_secret_value() for key in settings.api_keys],
     )
-    service = ChatService(settings, toolbox=toolbox or load_toolbox(settings), state=state)
+    toolbox = toolbox or load_toolbox(settings)
+    used = policy_attributes(toolbox.model)  # the model's policies declare what they read
+    declared = tuple(dict.fromkeys((*settings.user_attributes, *used)))
+    settings = settings.model_copy(update={"user_attributes": declared})
+    service = ChatService(settings, toolbox=toolbox, state=state)
     for user in settings.internal_users:
         service.users.add_internal(user.email, groups=user.groups, attributes=user.attributes)
     embed = EmbedPages(service)

@@ -15,6 +15,7 @@ once into a sqlglot expression over the physical tables (``chat_api.semantic.tem
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,10 +56,11 @@ __all__ = [
     "AccessPolicy", "AggType", "Cube", "Dimension", "DimensionType", "FilterOperator",
     "FilterRule", "IncludeItem", "Join", "Measure", "MeasureFilter", "MeasureType", "Member",
     "MemberKind", "MemberLevel", "ModelFile", "PolicyCondition", "Relationship", "ResolvedView",
-    "RowLevel", "SemanticModel", "View", "ViewCube", "load_model",
+    "RowLevel", "SemanticModel", "View", "ViewCube", "load_model", "policy_attributes",
 ]  # fmt: skip
 
 DEFAULT_MODEL_FOLDER = Path(__file__).resolve().parents[1] / "data_model" / "main"
+_ATTRIBUTE = re.compile(r"userAttributes\.([A-Za-z_][A-Za-z0-9_]*)")
 FAN_OUT_RELATIONSHIPS = frozenset({"one_to_many", "has_many"})
 REPEATING_RELATIONSHIPS = frozenset({"many_to_one", "belongs_to"})
 AGG_TYPES: Mapping[str, AggType] = MappingProxyType(
@@ -171,6 +173,18 @@ class SemanticModel:
         return member
 
 
+def policy_attributes(model: SemanticModel) -> tuple[str, ...]:
+    """The user attributes the model's access policies read (``userAttributes.<name>``).
+
+    A server declares them besides ``CHATSCRIBE_USER_ATTRIBUTES``, so a model whose policies
+    filter on ``region`` accepts ``userAttributes.region`` without more configuration.
+    """
+    policies = [*(v.policies for v in model.views.values())]
+    policies += [c.access_policy for c in model.cubes.values()]
+    texts = [policy.model_dump_json(by_alias=True) for group in policies for policy in group]
+    return tuple(dict.fromkeys(m for text in texts for m in _ATTRIBUTE.findall(text)))
+
+
 def load_model(folder: Path = DEFAULT_MODEL_FOLDER) -> SemanticModel:
     """Load every ``*.yml``/``*.yaml`` file of ``folder`` into one validated model.
 
@@ -199,6 +213,8 @@ def load_model(folder: Path = DEFAULT_MODEL_FOLDER) -> SemanticModel:
         _collect(views, parsed.views, files, path.name, "views")
     for cube in cubes.values():
         _check_cube(cube, files[f"cubes.{cube.name}"])
+    if not views:
+        views = _cube_views(cubes, files)
     resolved = {
         view.name: _resolve_view(view, cubes, files[f"views.{view.name}"])
         for view in views.values()
@@ -210,6 +226,35 @@ def load_model(folder: Path = DEFAULT_MODEL_FOLDER) -> SemanticModel:
         files=MappingProxyType(files),
         rendered=rendered,
     )
+
+
+def _cube_views(cubes: Mapping[str, Cube], files: dict[str, str]) -> dict[str, View]:
+    """A model of cubes only: each public cube is queried as a view of its own name.
+
+    The view shows the cube's public members and, prefixed with the joined cube's name, the
+    dimensions of the cubes it joins many-to-one (Cube queries such a cube directly; our
+    compiler and reader read views only).
+    """
+    views: dict[str, View] = {}
+    for cube in cubes.values():
+        if not cube.public:
+            continue
+        joined = [
+            ViewCube(
+                join_path=f"{cube.name}.{join.name}",
+                includes=tuple(d.name for d in cubes[join.name].dimensions if d.public),
+                prefix=True,
+            )
+            for join in cube.joins
+            if join.relationship not in FAN_OUT_RELATIONSHIPS and join.name in cubes
+        ]
+        own = ViewCube(join_path=cube.name, includes="*")
+        views[cube.name] = View(
+            name=cube.name, title=cube.title, description=cube.description,
+            cubes=(own, *(j for j in joined if j.includes)), meta=cube.meta,
+        )  # fmt: skip
+        files[f"views.{cube.name}"] = files[f"cubes.{cube.name}"]
+    return views
 
 
 def _read_file(path: Path) -> ModelFile:

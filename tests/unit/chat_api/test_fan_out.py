@@ -8,13 +8,22 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import httpx
 import pytest
+from pydantic import SecretStr
 
+from chat_api.agent import Toolbox
 from chat_api.errors import ModelError
-from chat_api.semantic.model import load_model
+from chat_api.http.app import create_app
+from chat_api.reader.index import build_index
+from chat_api.reader.interpret import read
+from chat_api.reader.sql import semantic_sql
+from chat_api.semantic.model import load_model, policy_attributes
+from chat_api.settings import ChatApiSettings
 from chat_api.sql.compiler import compile_semantic_sql
 from chat_api.sql.policies import UserContext
 from chat_api.sql.warehouse import Warehouse
+from models import wire
 
 CUSTOMERS = [(1, "Ada", "north", 10.0), (2, "Bo", "south", 20.0), (3, "Cy", "north", 40.0)]
 ORDERS = [(1, 1, "paid", 5.0), (2, 1, "paid", 7.0), (3, 1, "open", 1.0), (4, 2, "paid", 3.0)]
@@ -168,3 +177,57 @@ def test_the_executed_sql_of_a_repeated_cube_is_still_checked(shop: tuple[Path, 
             model=load_model(model_dir),
             user=UserContext(),
         )
+
+
+def test_a_model_of_cubes_only_is_read_through_one_view_per_cube(
+    shop: tuple[Path, Warehouse], tmp_path: Path
+) -> None:
+    (tmp_path / "cubes.yml").write_text(MODEL.split("views:")[0])
+    model = load_model(tmp_path)
+    assert set(model.views) == {"customers", "orders"}
+    assert model.files["views.orders"] == "cubes.yml"
+    orders = [m.name for m in model.views["orders"].members]
+    assert "customers_region" in orders and "customers_count" not in orders
+    index = build_index(model, shop[1].query_raw)
+    query = read("revenue by region", index)
+    assert query.view == "orders" and query.dimensions == ("orders.customers_region",)
+    compiled = compile_semantic_sql(semantic_sql(query), model=model, user=UserContext())
+    got = {row[0]: row[1] for row in shop[1].run(compiled).rows}
+    region = {cid: r for cid, _, r, _ in CUSTOMERS}
+    expected: dict[str, float] = {}
+    for _, cid, _, amount in ORDERS:
+        expected[region[cid]] = expected.get(region[cid], 0.0) + amount
+    assert got == expected
+
+
+async def test_the_attributes_the_model_policies_read_are_declared_by_the_server(
+    shop: tuple[Path, Warehouse], tmp_path: Path
+) -> None:
+    policy = """
+    access_policy:
+      - group: "*"
+        row_level:
+          filters:
+            - {member: customers_region, operator: equals, values: ["{ userAttributes.region }"]}
+"""
+    (tmp_path / "shop.yml").write_text(
+        MODEL.replace("\n  - name: order_lines", policy + "  - name: order_lines", 1)
+    )
+    model = load_model(tmp_path)
+    assert policy_attributes(model) == ("region",)
+    settings = ChatApiSettings(
+        api_keys=(SecretStr("k"),), api_database_url=f"sqlite:///{tmp_path}/state.sqlite3"
+    )
+    app = create_app(settings, toolbox=Toolbox.build(model, shop[1], reader="rules"))
+    url = wire.CHAT_PATH_TEMPLATE.format(cloud_region="local", account_name="demo", agent_id="1")
+    transport = httpx.ASGITransport(app=app)
+    statuses = []
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        for attributes in ({"region": "north"}, {"colour": "red"}):
+            session = {"externalId": "ada", "userAttributes": [
+                {"name": k, "value": v} for k, v in attributes.items()
+            ]}  # fmt: skip
+            body = {"input": "how many customers", "sessionSettings": session}
+            response = await client.post(url, json=body, headers={"Authorization": "Api-Key k"})
+            statuses.append(response.status_code)
+    assert statuses == [200, 400]
