@@ -5,7 +5,7 @@ Built once per model at start (:func:`build_index`), from:
 - each view member's name (``unit_price`` -> unit price), title without its unit, and
   ``meta.synonyms``; its unit from ``meta.unit`` or the title's parentheses;
 - each cube of a view as an *entity*: its name, title and ``meta.synonyms`` name the things
-  counted ("orders", "customers"), with the measure that counts them and the dimension that
+  counted ("shipments", "suppliers"), with the measure that counts them and the dimension that
   labels them;
 - each string dimension's values, read from the warehouse (at most ``MAX_VALUES`` distinct
   values per dimension, with their row counts), with the spellings people use: any case, no
@@ -77,14 +77,14 @@ class MemberInfo:
 
 @dataclass(frozen=True)
 class Entity:
-    """A cube of a view as a thing people count: "orders", "customers".
+    """A cube of a view as a thing people count: "shipments", "suppliers".
 
     Attributes:
         cube: The cube.
         phrases: Lemma tuples that name it.
         count: The measure counting it (``view.count``), or None.
         key: Its primary-key dimension in the view (counted distinct without a measure).
-        label: The dimension that names one of it ("customer name"), for breakdowns.
+        label: The dimension that names one of it ("supplier name"), for breakdowns.
     """
 
     cube: str
@@ -176,7 +176,7 @@ class ModelIndex:
 
 
 def phrase(text: str) -> Phrase:
-    """Returns: ``text`` as a lemma tuple ("Unit prices" -> ("unit", "price"))."""
+    """Returns: ``text`` as a lemma tuple ("Unit weights" -> ("unit", "weight"))."""
     words = _PUNCT.sub(" ", text.lower()).split()
     return tuple(lemma(w) for w in words)
 

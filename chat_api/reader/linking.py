@@ -87,7 +87,7 @@ class Link:
         calendar: For ``calendar``/``date``: ``{"part": values}`` or ``{"year": 2013}``.
         exact: The phrase matched a whole name (not one word of it, not a correction).
         primary: For ``member``: how many of ``members`` the phrase names whole; the others
-            only have it as one word ("revenue" names ``revenue`` and also ``product_revenue``,
+            only have it as one word ("weight" names ``weight`` and also ``gross_weight``,
             which a view without ``revenue`` may use). 0: all of them.
     """
 
@@ -137,8 +137,8 @@ def link(tokens: Sequence[Token], index: ModelIndex, *, upper: frozenset[str]) -
 def _score(item: Link | None) -> float:
     """How much of the question a link explains.
 
-    A phrase of n words scores n², so "total" + "sales volume" (1 + 4) beats "total sales" +
-    "volume" (4 + a partial 0.5); an unknown word costs 1.
+    A phrase of n words scores n², so "total" + "cargo weight" (1 + 4) beats "total cargo" +
+    "weight" (4 + a partial 0.5); an unknown word costs 1.
     """
     if item is None:
         return 0.0

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import duckdb
 import pytest
 
+from chat_api import datasets
 from chat_api.agent import Toolbox
 from chat_api.errors import ModelError, QueryExecutionError, UnreadableQuestionError
 from chat_api.reader import words as words_module
 from chat_api.reader.describe import read_as
-from chat_api.reader.index import ModelIndex, build_index
+from chat_api.reader.index import _LEGAL, ModelIndex, build_index
 from chat_api.reader.interpret import read
 from chat_api.reader.query import Filter, Query, TimeDimension
 from chat_api.reader.sql import semantic_sql
@@ -85,11 +87,18 @@ def test_no_dataset_word_lives_in_the_reader_package(flights_index: ModelIndex) 
         for name in view.members
     }
     words |= {v.value.lower() for hits in flights_index.values.values() for v in hits}
+    for folder in sorted(datasets.ROOT.glob("*/model")):  # every shipped model's names and titles
+        for view in load_model(folder).views.values():
+            words |= {m.name.replace("_", " ") for m in view.members}
+            words |= {m.title.lower() for m in view.members} | {view.name.replace("_", " ")}
     # English the grammar itself speaks (calendar, grains, Cube's words) is not a dataset's.
     grammar = (
         set(CALENDAR_MONTHS) | set(WEEKDAYS) | set(words_module.GRAINS) | {"count", "model", "name"}
     )
     grammar |= {w for role in words_module.DIRECTIONS.values() for w in role} | {"weekday"}
+    spoken = [t for t in vars(words_module).values() if isinstance(t, Mapping | frozenset)]
+    grammar |= {str(w) for table in spoken for w in table} | set(words_module.FUNCTION_WORDS)
+    grammar |= set(_LEGAL) | {"date", "number"}  # legal suffixes; link kinds
     found = sorted(w for w in words - grammar if len(w) > 3 and f'"{w}"' in source)
     assert found == []
 
