@@ -15,6 +15,7 @@ without a measure on a thread) changes the thread's previous query instead of st
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import cast
@@ -83,6 +84,7 @@ class _Draft:
     numbers: list[Link] = field(default_factory=list)
     average_over: str | None = None
     over_agg: str = "avg"
+    averaged: bool = False
     which_singular: bool = False
     negated_member: str | None = None
     restated: Filter | None = None
@@ -234,6 +236,7 @@ def _on_by(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
 def _on_agg(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
     if item.text == "overall" and not any(lk.kind in _CONTENT for lk in rest[:2]):
         return False  # "overall instead": the follow-up word, not a total
+    draft.averaged = draft.averaged or value == "avg"
     if value in ("max", "min") and item.text in SUPERLATIVES:
         draft.direction = draft.direction or ("desc" if value == "max" else "asc")
         if _names_its_aggregate(draft, next(iter(rest), None)):
@@ -293,12 +296,7 @@ def _on_grain(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bo
             f"I don't know '{item.text}' as something to average: the {draft.view.name} data "
             "has no such measure."
         )
-    adjective = item.text.endswith("ly")  # "median daily revenue": the median of the days
-    over = draft.agg == "avg" or (adjective and draft.agg in ("median", "max", "min"))
-    if over and draft.grouping is None and not draft.measures and draft.agg:
-        draft.average_over = value
-        draft.over_agg = draft.agg
-        draft.agg = None
+    if _bucketed(draft, value, item):
         return True
     if named is not None and draft.view.members[named].member.kind == "dimension":
         draft.dimensions.append(named)
@@ -312,6 +310,29 @@ def _on_grain(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bo
         draft.each.append(named or draft.view.time_dimension or "")
     draft.grouping = None
     return True
+
+
+def _bucketed(draft: _Draft, value: str, item: Link) -> bool:
+    """Whether a grain word asks for a measure per time bucket, aggregated over the buckets.
+
+    "Median daily revenue" (an aggregation, then the grain as an adjective); "average orders per
+    month" (an average of a count or sum per bucket); "on average, how many listings per month".
+    """
+    adjective = item.text.endswith("ly")
+    over = draft.agg == "avg" or (adjective and draft.agg in ("median", "max", "min"))
+    if over and draft.grouping is None and not draft.measures and draft.agg:
+        draft.average_over, draft.over_agg, draft.agg = value, draft.agg, None
+        return True
+    per = item.start > 0 and draft.tokens[item.start - 1].text == "per"
+    additive = any(
+        draft.view.members[m].member.agg_type in ("count", "sum") for m in draft.measures
+    )
+    texts = [t.text for t in draft.tokens]
+    said = any(a == "on" and b == "average" for a, b in itertools.pairwise(texts))
+    if per and draft.averaged and (additive or said):
+        draft.average_over, draft.grouping = value, None
+        return True
+    return False
 
 
 def _follows_agg(draft: _Draft, item: Link) -> bool:
@@ -509,8 +530,9 @@ def _counts_values(draft: _Draft, info: MemberInfo) -> bool:
 def _ranks_by(draft: _Draft, info: MemberInfo) -> bool:
     """Whether a quantity after "by" in a ranking orders it ("top 5 areas by sales")."""
     member = info.member
-    quantity = member.type == "number" and not member.primary_key
-    return quantity and draft.grouping == "by" and draft.direction is not None
+    quantity = member.type == "number" and member.kind == "dimension" and not member.primary_key
+    unnamed = not draft.measures and not draft.aggregates  # "best month for sales"
+    return quantity and draft.direction is not None and (draft.grouping == "by" or unnamed)
 
 
 def _quantity_agg(draft: _Draft, info: MemberInfo) -> str:

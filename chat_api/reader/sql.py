@@ -232,12 +232,23 @@ def _order(query: Query, outputs: list[tuple[exp.Expr, str]]) -> list[exp.Expr]:
     return found
 
 
+def _group_column(query: Query, member: str) -> str:
+    """The output column of a group: a dimension's own, or its first time grain's."""
+    if member not in query.dimensions:
+        for td in query.time_dimensions:
+            if td.dimension == member and td.granularity:
+                return f"{column(member)}_{td.granularity}"
+    return column(member)
+
+
 def _per_group(query: Query, inner: exp.Select) -> exp.Select:
     assert query.per_group is not None
     outputs = _outputs(query)
     key = next(iter(query.order), None)
     order_name = column(key[0]) if key else outputs[-1][1]
-    partition = [exp.column(column(d), quoted=True) for d in query.per_group.dimensions]
+    partition = [
+        exp.column(_group_column(query, d), quoted=True) for d in query.per_group.dimensions
+    ]
     rank = exp.Window(
         this=exp.RowNumber(),
         partition_by=partition,
