@@ -31,6 +31,7 @@ from chat_api.reader.words import (
     AGGREGATIONS,
     CALENDAR_MONTHS,
     FUNCTION_WORDS,
+    ORDERINGS,
     UNIT_OF_TITLE,
     WEEKDAYS,
 )
@@ -149,6 +150,8 @@ class ModelIndex:
         fuzzy_words: The words of every phrase (4 letters or more, sorted) that a misspelt
             word may be corrected to.
         cardinality: Member name -> how many distinct values were indexed for it.
+        member_parts: Two or more consecutive words inside a longer member phrase -> members
+            ("parcel weight" of "average parcel weight").
     """
 
     views: dict[str, ViewIndex]
@@ -159,6 +162,7 @@ class ModelIndex:
     measures: frozenset[str] = frozenset()
     fuzzy_words: tuple[str, ...] = ()
     cardinality: dict[str, int] = field(default_factory=dict)
+    member_parts: dict[Phrase, list[str]] = field(default_factory=dict)
 
     def is_key(self, qualified: str) -> bool:
         """Whether the member called ``view.member`` is a primary key."""
@@ -201,9 +205,7 @@ def build_index(model: SemanticModel, rows: ValueRows | None) -> ModelIndex:
         if view.public:
             index.views[view.name] = _view_index(model, view)
     for view_index in index.views.values():
-        for info in view_index.members.values():
-            for words in info.phrases:
-                index.member_phrases.setdefault(words, []).append(info.name)
+        _add_member_phrases(index, view_index)
         for entity in view_index.entities:
             for words in entity.phrases:
                 index.entity_phrases.setdefault(words, []).append((view_index.name, entity.cube))
@@ -222,6 +224,37 @@ def build_index(model: SemanticModel, rows: ValueRows | None) -> ModelIndex:
         if info.member.kind == "measure"
     )
     return index
+
+
+def _add_member_phrases(index: ModelIndex, view: ViewIndex) -> None:
+    for info in view.members.values():
+        for words in info.phrases:
+            index.member_phrases.setdefault(words, []).append(info.name)
+            for part in _inner_phrases(words):
+                index.member_parts.setdefault(part, []).append(info.name)
+
+
+def _inner_phrases(words: Phrase) -> list[Phrase]:
+    """Runs of two or more consecutive words inside ``words``.
+
+    Each starts and ends with a content word (not a joining, aggregation or ordering word)
+    and holds no number: "parcel weight", not "units in", "in 2014" or "average parcel".
+    """
+    size = len(words)
+    runs = [words[i:j] for i in range(size) for j in range(i + 2, size + 1) if j - i < size]
+    return [r for r in runs if _content(r[0]) and _content(r[-1]) and not any(_digit(w) for w in r)]
+
+
+_JOINING = frozenset({"of", "in", "on", "at", "for", "to", "from", "with", "by", "per", "and",
+                      "or", "the", "a", "an"})  # fmt: skip
+
+
+def _content(word: str) -> bool:
+    return word not in _JOINING and word not in AGGREGATIONS and word not in ORDERINGS
+
+
+def _digit(word: str) -> bool:
+    return any(c.isdigit() for c in word)
 
 
 def _view_index(model: SemanticModel, view: ResolvedView) -> ViewIndex:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 from typing import cast
 
 from chat_api.errors import UnreadableQuestionError
-from chat_api.reader.index import Entity, MemberInfo, ModelIndex, ValueHit, ViewIndex
-from chat_api.reader.linking import Link, link
+from chat_api.reader.index import Entity, MemberInfo, ModelIndex, ValueHit, ViewIndex, phrase
+from chat_api.reader.linking import Link, link, members_with_word
 from chat_api.reader.query import (
     DimensionAggregate,
     Direction,
@@ -120,6 +120,7 @@ def read(question: str, index: ModelIndex, *, previous: Query | None = None) -> 
             f"I don't know {listed}: nothing in the data model is called that."
         )
     view = _choose_view(links, index, previous)
+    links = _fitted(links, index, index.views[view])
     draft = _Draft(index.views[view], found)
     for position, item in enumerate(links):
         _step(draft, item, links[position + 1 :])
@@ -151,16 +152,38 @@ def _choose_view(links: Sequence[Link], index: ModelIndex, previous: Query | Non
             "I couldn't find anything in the question that the data model has: name a measure "
             "or something to count."
         )
-    missing = [
-        lk.text for lk in links if lk.kind in _CONTENT and _weight(lk, index.views[best]) == 0
-    ]
-    if missing and all(lk.exact for lk in links if lk.text in missing):
-        words = ", ".join(f"'{w}'" for w in missing)
-        raise UnreadableQuestionError(
-            f"{words} and the rest of the question are in different parts of the data model "
-            f"({best} has no {words}); ask about one at a time."
-        )
     return best
+
+
+def _fitted(links: Sequence[Link], index: ModelIndex, view: ViewIndex) -> list[Link]:
+    """The links read in the chosen view.
+
+    A member phrase the view lacks is read as the view's members that share one of its words
+    (the view's "weight" for "parcels weighed"). Any other word the view cannot read refuses,
+    naming it: leaving it out would answer another question.
+
+    Raises:
+        UnreadableQuestionError: words of the question are in another view only.
+    """
+    fitted: list[Link] = []
+    missing: list[str] = []
+    for item in links:
+        if item.kind not in _CONTENT or _weight(item, view) > 0:
+            fitted.append(item)
+            continue
+        words = reversed(phrase(item.text)) if item.kind == "member" else ()
+        shared = [m for w in words for m in members_with_word(index, w) if m in view.members]
+        if shared:
+            fitted.append(replace(item, members=tuple(dict.fromkeys(shared)), exact=False))
+        else:
+            missing.append(item.text)
+    if missing:
+        words_ = ", ".join(f"'{w}'" for w in missing)
+        raise UnreadableQuestionError(
+            f"{words_} and the rest of the question are in different parts of the data model "
+            f"({view.name} has no {words_}); ask about one at a time."
+        )
+    return fitted
 
 
 def _is_year(item: Link) -> bool:
@@ -240,7 +263,7 @@ def _on_agg(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool
     if value in ("max", "min") and item.text in SUPERLATIVES:
         draft.direction = draft.direction or ("desc" if value == "max" else "asc")
         if _names_its_aggregate(draft, next(iter(rest), None)):
-            return True  # "the highest average price": the average, ordered
+            return True  # "the highest average wait": the average, ordered
     draft.agg = value
     if value == "percentile":
         number = next((lk for lk in reversed(draft.numbers) if lk.number), None)
@@ -565,17 +588,20 @@ def _wants_breakdown(draft: _Draft, item: Link, rest: Sequence[Link]) -> bool:
 
 
 def _measure(draft: _Draft, info: MemberInfo) -> None:
-    agg = draft.agg
-    draft.agg = None
-    if (
-        agg
-        and agg not in ("count", "sum", "countDistinct")
-        and info.member.agg_type not in (agg, "number")
-    ):
+    """A measure, or the aggregation asked of its column ("median order total")."""
+    agg, draft.agg = draft.agg, None
+    distribution = agg is not None and (agg.startswith("p") or agg == "median")
+    other = agg not in (None, "count", "sum", "countDistinct", info.member.agg_type, "number")
+    if distribution or other:
         column_member = _dimension_over(draft.view, info.column)
         if column_member is not None:
             _numeric(draft, column_member, agg=agg)
             return
+        if distribution:  # the row values are not in the view: say so rather than drop it
+            raise UnreadableQuestionError(
+                f"The {draft.view.name} data has no per-row values of {info.member.title} to "
+                f"take a {'median' if agg == 'median' else 'percentile'} of."
+            )
     if info.name not in draft.measures:
         draft.measures.append(info.name)
 
@@ -755,6 +781,10 @@ _HANDLERS: dict[str, Callable[[_Draft, Link, Sequence[Link]], None]] = {
 
 
 def _finish(draft: _Draft, previous: Query | None, links: Sequence[Link]) -> Query:
+    if draft.agg and (draft.agg.startswith("p") or draft.agg == "median"):
+        raise UnreadableQuestionError(  # "90th percentile of <nothing the data has>"
+            "I couldn't find what to take the median or percentile of."
+        )
     _compared_years(draft)
     _buckets(draft)
     if draft.versus:

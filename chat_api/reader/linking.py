@@ -138,15 +138,17 @@ def _score(item: Link | None) -> float:
     """How much of the question a link explains.
 
     A phrase of n words scores n², so "total" + "cargo weight" (1 + 4) beats "total cargo" +
-    "weight" (4 + a partial 0.5); an unknown word costs 1.
+    "weight" (4 + a partial 0.45). A partial or corrected phrase scores under half, so exact
+    words win a tie ("daily" + "units" over the "daily units" of "average daily units").
+    An unknown word costs 1.
     """
     if item is None:
         return 0.0
     if item.kind == "unknown":
         return -1.0
-    if not item.exact and item.kind in ("member", "entity", "value", "grammar"):
-        return 0.5
     size = item.end - item.start
+    if not item.exact and item.kind in ("member", "entity", "value", "grammar"):
+        return 0.45 * size * size
     return float(size * size)
 
 
@@ -195,13 +197,16 @@ def _span(span: Sequence[Token], i: int, index: ModelIndex, upper: frozenset[str
         return Link("entity", i, end, text, entities=tuple(index.entity_phrases[lemmas]))
     if lemmas in index.member_phrases and not single_grammar:
         named = tuple(index.member_phrases[lemmas])
-        others = _members_with_word(index, lemmas[0]) if len(span) == 1 else ()
+        others = members_with_word(index, lemmas[0]) if len(span) == 1 else ()
         extra = tuple(m for m in others if m not in named)
         return Link("member", i, end, text, members=named + extra, primary=len(named))
     inner = tuple(w for w in lemmas[1:-1] if w not in _CONNECTORS)
     core = (lemmas[0], *inner, lemmas[-1]) if len(span) > 2 else ()
     if core != lemmas and core in index.member_phrases:  # "months of inventory"
         return Link("member", i, end, text, members=tuple(index.member_phrases[core]))
+    if lemmas in index.member_parts and not grammar:  # "parcel weight" of "average parcel weight"
+        parts = tuple(dict.fromkeys(index.member_parts[lemmas]))
+        return Link("member", i, end, text, members=parts, exact=False)
     return None
 
 
@@ -278,7 +283,7 @@ def _partial(token: Token, i: int, index: ModelIndex) -> Link | None:
     heads = [p for p in index.entity_phrases if p[-1] == token.lemma]
     if entities and plural and heads:
         return Link("entity", i, i + 1, token.text, entities=entities, exact=False)
-    members = _members_with_word(index, token.lemma)
+    members = members_with_word(index, token.lemma)
     if members:
         return Link("member", i, i + 1, token.text, members=members, exact=False)
     if entities:
@@ -291,7 +296,7 @@ def _verb_only(word: str) -> bool:
     return bool(kinds) and "NOUN" not in kinds and ("VERB" in kinds or "AUX" in kinds)
 
 
-def _members_with_word(index: ModelIndex, word: str) -> tuple[str, ...]:
+def members_with_word(index: ModelIndex, word: str) -> tuple[str, ...]:
     """Members whose name has ``word``, best first.
 
     Dimensions before measures, the word as the name's head (last word) before elsewhere, keys
