@@ -89,6 +89,8 @@ class _Draft:
     negated_member: str | None = None
     restated: Filter | None = None
     whole: bool = False
+    last: Link | None = None
+    sides: set[str] = field(default_factory=set)
     skip: set[int] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
 
@@ -214,6 +216,7 @@ def _step(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
         draft.restated = None
     handler = _HANDLERS[item.kind]
     handler(draft, item, rest)
+    draft.last = item
 
 
 def _grammar(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
@@ -425,10 +428,40 @@ def _on_number(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     if 1900 <= value <= 2100 and item.exact:
         _year(draft, int(value), item)
         return
+    quantity = _quantity_member(draft, nxt)
+    if quantity is not None and item.exact:  # "3 pallets", "7 crates or more"
+        _counted_quantity(draft, value, quantity, rest)
+        return
     if nxt is not None and nxt.kind in ("member", "entity") and item.exact and value >= 1:
         draft.limit = int(value)
         return
     draft.numbers.append(item)
+
+
+def _quantity_member(draft: _Draft, item: Link | None) -> MemberInfo | None:
+    """The numeric dimension a link names, when it is one ("pallets", "crates")."""
+    if item is None or item.kind != "member":
+        return None
+    found = [draft.view.members[m] for m in item.members if m in draft.view.members]
+    info = found[0] if found else None
+    quantity = info is not None and info.member.kind == "dimension"
+    return (
+        info if quantity and info.member.type == "number" and not info.member.primary_key else None
+    )
+
+
+def _counted_quantity(draft: _Draft, value: float, info: MemberInfo, rest: Sequence[Link]) -> None:
+    """A number before a quantity is a value of it ("3 pallets").
+
+    A comparator after the quantity compares it ("7 crates or more").
+    """
+    draft.skip.add(rest[0].start)
+    after = rest[1] if len(rest) > 1 else None
+    comparator = "equals"
+    if after is not None and after.means("cmp") and after.text.split()[0] in ("or", "and"):
+        comparator = next(w.value for w in after.words if w.kind == "cmp")
+        draft.skip.add(after.start)
+    draft.filters.append(Filter(info.name, comparator, (_text(value),)))  # type: ignore[arg-type]
 
 
 def _quantity_follows(rest: Sequence[Link]) -> bool:
@@ -541,8 +574,22 @@ def _on_member(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
         draft.negate = False
     elif member.type == "number":
         _numeric(draft, info)
-    elif member.type == "string" and not draft.negate:
+    elif member.type == "string" and not draft.negate and not _labels_a_value(draft, info, rest):
         _group(draft, info.name)
+
+
+def _labels_a_value(draft: _Draft, info: MemberInfo, rest: Sequence[Link]) -> bool:
+    """Whether a member is named beside one of its values.
+
+    "The corporate segment", "customer types other than transient": the value's label, not a
+    breakdown.
+    """
+    filtered = any(f.member == info.name for f in draft.filters)
+    nxt = next((lk for lk in rest if lk.kind != "grammar" or not lk.means("not")), None)
+    named = (
+        nxt is not None and nxt.kind == "value" and any(h.member == info.name for h in nxt.values)
+    )
+    return filtered or named
 
 
 def _counts_values(draft: _Draft, info: MemberInfo) -> bool:
@@ -647,6 +694,14 @@ def _on_entity(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     if draft.whole:
         draft.whole = False
         return
+    if draft.agg == "count" or draft.agg == "countDistinct":  # "by number of bookings"
+        draft.agg = None
+        draft.grouping = None if draft.grouping == "by" else draft.grouping
+        draft.counted = draft.counted or entity
+        measure = _entity_measure(draft, item)
+        if measure:
+            draft.measures.append(measure)
+            return
     breakdown = (
         draft.grouping is not None
         or (draft.direction and draft.subject is not None)
@@ -655,13 +710,6 @@ def _on_entity(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     if breakdown and entity.label:
         _group(draft, entity.label)
         return
-    if draft.agg == "count" or draft.agg == "countDistinct":
-        draft.agg = None
-        draft.counted = draft.counted or entity
-        measure = _entity_measure(draft, item)
-        if measure:
-            draft.measures.append(measure)
-            return
     if draft.direction and entity.label and entity.cube != draft.view.view.root:
         _group(draft, entity.label)
         return
@@ -692,7 +740,7 @@ def _on_value(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
         raise UnreadableQuestionError(
             f"'{item.text}' is not a value of the {draft.view.name} data."
         )
-    hit = _pick_hit(draft, item, hits)
+    hit = _pick_hit(draft, item, hits, rest)
     values = tuple(dict.fromkeys(h.value for h in hits if h.member == hit.member))
     negate, draft.negate = draft.negate or draft.negated_member == hit.member, False
     draft.negated_member = hit.member if negate else None
@@ -718,7 +766,21 @@ def _on_value(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     draft.restated = None if hit.exact else found
 
 
-def _pick_hit(draft: _Draft, item: Link, hits: list[ValueHit]) -> ValueHit:
+def _pick_hit(
+    draft: _Draft, item: Link, hits: list[ValueHit], rest: Sequence[Link] = ()
+) -> ValueHit:
+    """The hit a value means.
+
+    Of the member named beside it ("the corporate *segment*"), of the member its preposition
+    points to ("from X"), else the exact one with the most rows.
+    """
+    around = (draft.last, next(iter(rest), None))
+    beside = [
+        lk for lk in around
+        if lk and lk.kind == "member" and (lk.end == item.start or lk.start == item.end)
+    ]  # fmt: skip
+    named = [h for h in hits if any(h.member in lk.members for lk in beside)]
+    hits = named or hits
     before = draft.tokens[item.start - 1].text if item.start else ""
     pair = f"{draft.tokens[item.start - 2].text} {before}" if item.start > 1 else ""
     words = DIRECTIONS.get(pair) or DIRECTIONS.get(before) or ()
@@ -749,7 +811,14 @@ def _on_calendar(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     negate, draft.negate = draft.negate, False
     for part, values in calendar.items():
         found = TimePartFilter(td, cast(TimePart, part), tuple(int(v) for v in values), negate)
-        draft.parts.append(found)
+        same = next((p for p in draft.parts if p.part == found.part and p.negate == negate), None)
+        if same is not None and same.values:  # "Q1 vs Q2", "in July and August": either
+            merged = replace(same, values=tuple(dict.fromkeys(same.values + found.values)))
+            draft.parts[draft.parts.index(same)] = merged
+            if not set(found.values) <= set(same.values):  # "Q1 vs Q2", not "H1 2020 vs H1 2021"
+                draft.sides.add(found.part)
+        else:
+            draft.parts.append(found)
 
 
 def _hour(draft: _Draft, td: str, hour: int, comparator: str | None) -> None:
@@ -788,9 +857,7 @@ def _finish(draft: _Draft, previous: Query | None, links: Sequence[Link]) -> Que
     _compared_years(draft)
     _buckets(draft)
     if draft.versus:
-        for f in draft.filters:
-            if len(f.values) > 1 and f.operator == "equals" and f.member not in draft.dimensions:
-                draft.dimensions.append(f.member)
+        _compared_sides(draft)
     if (draft.ratio or draft.difference) and draft.numeric is not None and draft.measures:
         _numeric(draft, draft.numeric, agg=_quantity_agg(draft, draft.numeric))  # "a over b"
     followup = previous is not None and _is_followup(draft, links)
@@ -801,6 +868,17 @@ def _finish(draft: _Draft, previous: Query | None, links: Sequence[Link]) -> Que
     if previous is not None and followup:
         query = _merged(previous, query, draft)
     return _ordered(query, draft)
+
+
+def _compared_sides(draft: _Draft) -> None:
+    """Sides compared ("North vs South", "Q1 vs Q2"): one row per side."""
+    for f in draft.filters:
+        if len(f.values) > 1 and f.operator == "equals" and f.member not in draft.dimensions:
+            draft.dimensions.append(f.member)
+    for part in list(draft.parts):
+        grouped = any(p.part == part.part and not p.values for p in draft.parts)
+        if part.part in draft.sides and not part.negate and not grouped:
+            draft.parts.append(TimePartFilter(part.dimension, part.part, ()))
 
 
 def _compared_years(draft: _Draft) -> None:

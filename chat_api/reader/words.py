@@ -138,6 +138,18 @@ COMPARATORS = _table("cmp", {
     "at least": ("gte", "suppliers with at least 1000 orders"),
     "or more": ("gte", "suppliers with 5 or more orders"),
     "and up": ("gte", "orders priced 100 and up"),
+    "or longer": ("gte", "orders with a wait of 30 minutes or longer"),
+    "or higher": ("gte", "orders priced 50 or higher"),
+    "or above": ("gte", "orders priced 50 or above"),
+    "or over": ("gte", "orders with 5 items or over"),
+    "or greater": ("gte", "orders with weight 100 or greater"),
+    "and above": ("gte", "orders priced 50 and above"),
+    "and over": ("gte", "orders with 5 items and over"),
+    "or shorter": ("lte", "orders with a wait of 10 minutes or shorter"),
+    "or lower": ("lte", "orders priced 20 or lower"),
+    "or below": ("lte", "orders priced 20 or below"),
+    "or under": ("lte", "orders with 2 items or under"),
+    "and below": ("lte", "orders priced 20 and below"),
     "no less than": ("gte", "orders with a wait of no less than 10"),
     "minimum of": ("gte", "a minimum of 3 items"),
     ">": ("gt", "orders with weight > 100"),
@@ -183,6 +195,8 @@ NEGATIONS = _table("not", {
     "apart from": ("not", "apart from Acme"),
     "aside from": ("not", "aside from Globex"),
     "outside": ("not", "orders outside of January"),
+    "leave out": ("not", "orders by supplier, leave out Acme"),
+    "leaving out": ("not", "orders leaving out Globex"),
 })  # fmt: skip
 """Words that turn the next condition around."""
 
@@ -297,7 +311,9 @@ UNITS: Mapping[str, tuple[str, float]] = MappingProxyType({
     "day": ("day", 1.0), "week": ("day", 7.0), "month": ("month", 1.0), "year": ("year", 1.0),
     "mile": ("mile", 1.0), "kilometer": ("mile", 0.621371), "km": ("mile", 0.621371),
     "foot": ("foot", 1.0), "feet": ("foot", 1.0), "meter": ("foot", 3.28084),
-    "percent": ("percent", 1.0), "dollar": ("dollar", 1.0), "cent": ("dollar", 0.01),
+    "percent": ("percent", 1.0), "dollar": ("money", 1.0), "cent": ("money", 0.01),
+    "euro": ("money", 1.0), "eur": ("money", 1.0), "pound": ("money", 1.0), "usd": ("money", 1.0),
+    "gbp": ("money", 1.0),
     "k": ("", 1000.0), "thousand": ("", 1000.0), "million": ("", 1_000_000.0), "m": ("", 1e6),
     "bn": ("", 1e9), "billion": ("", 1e9),
 })  # fmt: skip
@@ -306,7 +322,9 @@ UNITS: Mapping[str, tuple[str, float]] = MappingProxyType({
 UNIT_OF_TITLE: Mapping[str, str] = MappingProxyType({
     "minutes": "minute", "minute": "minute", "mins": "minute", "hours": "minute",
     "miles": "mile", "mph": "mile", "feet": "foot", "ft": "foot", "%": "percent",
-    "percent": "percent", "usd": "dollar", "$": "dollar", "dollars": "dollar", "days": "day",
+    "percent": "percent", "usd": "money", "$": "money", "dollars": "money", "days": "day",
+    "dollar": "money", "eur": "money", "euro": "money", "euros": "money", "€": "money",
+    "£": "money", "gbp": "money", "pounds": "money",
     "months": "month", "month": "month", "years": "year", "year": "year",
 })  # fmt: skip
 """A unit written in a member's title, "Delay (minutes)", or its ``meta.unit``."""
@@ -365,7 +383,7 @@ kinds type lot lots bunch data dataset table numbers figure figures value values
 statistics info information summary answer question anything something everything stuff happen
 happened happening occur occurred made make makes making take took taken come came go went going
 gone end ended ending up did does doing use used using everyone everybody anyone anybody filter
-filters condition pls plz thx ty btw fyi asap ur
+filters condition comes plus pls plz thx ty btw fyi asap ur
 """.split()  # noqa: SIM905
 )
 """Function words, auxiliaries and light verbs: passed over unless they belong to a phrase."""
