@@ -443,11 +443,11 @@ def _quantity_member(draft: _Draft, item: Link | None) -> MemberInfo | None:
     if item is None or item.kind != "member":
         return None
     found = [draft.view.members[m] for m in item.members if m in draft.view.members]
-    info = found[0] if found else None
-    quantity = info is not None and info.member.kind == "dimension"
-    return (
-        info if quantity and info.member.type == "number" and not info.member.primary_key else None
-    )
+    if not found:
+        return None
+    member = found[0].member
+    quantity = member.kind == "dimension" and member.type == "number" and not member.primary_key
+    return found[0] if quantity else None
 
 
 def _counted_quantity(draft: _Draft, value: float, info: MemberInfo, rest: Sequence[Link]) -> None:
