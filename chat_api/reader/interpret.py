@@ -245,6 +245,9 @@ def _on_cmp(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool
 
 
 def _on_by(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    after = draft.tokens[item.end].text if item.end < len(draft.tokens) else ""
+    if value == "which" and item.text == "what" and after in ("is", "was", "are", "were", "s"):
+        return True  # "what's the median wait": a question word, not a breakdown
     if value == "which":
         nxt = next(iter(rest), None)
         if nxt is None or nxt.kind not in ("member", "entity", "number"):
@@ -517,6 +520,9 @@ def _threshold(draft: _Draft, value: float, rest: Sequence[Link]) -> None:
             draft.having.append(Filter(measure, comparator, (_text(value),)))  # type: ignore[arg-type]
             return
     info = _numeric_target(draft, target, unit)
+    if info is None and draft.measures:  # "months with an average rate above 150"
+        draft.having.append(Filter(draft.measures[-1], comparator, (_text(value),)))  # type: ignore[arg-type]
+        return
     if info is None:
         raise UnreadableQuestionError(f"I couldn't tell what the number {_text(value)} applies to.")
     if unit is not None and (not unit.unit or info.unit == unit.unit):
@@ -559,12 +565,25 @@ def _on_member(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     elif _ranks_by(draft, info):
         draft.grouping = None
         _numeric(draft, info, agg=_quantity_agg(draft, info))
+    elif member.type == "time" and draft.grouping is None:
+        pass  # "shipments" of "shipment date": the date is what a grain or a range reads
     elif _counts_values(draft, info):
         draft.agg = None  # "how many different products": distinct values, not a breakdown
         draft.aggregates.append(DimensionAggregate("countDistinct", info.name))
     elif draft.grouping is not None or _wants_breakdown(draft, item, rest):
         _group(draft, info.name)
-    elif member.type == "boolean":
+    else:
+        _on_dimension(draft, info, rest)
+
+
+def _on_dimension(draft: _Draft, info: MemberInfo, rest: Sequence[Link]) -> None:
+    """A dimension named without a grouping word.
+
+    A flag is a filter, a number waits for its aggregation or comparison, a label is a
+    breakdown unless it labels a value beside it.
+    """
+    member = info.member
+    if member.type == "boolean":
         draft.filters.append(
             Filter(info.name, "notEquals" if draft.negate else "equals", ("true",))
         )
@@ -780,7 +799,8 @@ def _pick_hit(
         if lk and lk.kind == "member" and (lk.end == item.start or lk.start == item.end)
     ]  # fmt: skip
     named = [h for h in hits if any(h.member in lk.members for lk in beside)]
-    hits = named or hits
+    said = {*draft.dimensions, *(f.member for f in draft.filters)}
+    hits = named or [h for h in hits if h.member in said] or hits  # "segments ... but not direct"
     before = draft.tokens[item.start - 1].text if item.start else ""
     pair = f"{draft.tokens[item.start - 2].text} {before}" if item.start > 1 else ""
     words = DIRECTIONS.get(pair) or DIRECTIONS.get(before) or ()
@@ -864,6 +884,7 @@ def _finish(draft: _Draft, previous: Query | None, links: Sequence[Link]) -> Que
     if not followup:
         _default_measure(draft, previous)
     _count_groups(draft)
+    _groups_passing(draft)
     query = _assemble(draft)
     if previous is not None and followup:
         query = _merged(previous, query, draft)
@@ -899,6 +920,14 @@ def _buckets(draft: _Draft) -> None:
         draft.agg = None
     if draft.average_over and draft.view.time_dimension and not draft.grains:
         draft.grains.append(TimeDimension(draft.view.time_dimension))
+
+
+def _groups_passing(draft: _Draft) -> None:
+    """Names the things passing a threshold ("countries bringing in over 500k of revenue")."""
+    subject = draft.subject
+    grouped = bool(draft.dimensions or draft.grains)
+    if draft.having and not grouped and subject and subject.label:
+        draft.dimensions += [subject.label] if subject.cube != draft.view.view.root else []
 
 
 def _count_groups(draft: _Draft) -> None:
@@ -1071,7 +1100,8 @@ def _ordered(query: Query, draft: _Draft) -> Query:
             limit = DEFAULT_TOP
         if query.per_group:
             limit = None
-        return replace(query, order=((first, draft.direction),), limit=limit)
+        ranked = replace(query, order=((first, draft.direction),), limit=limit)
+        return _known_labels(ranked, draft.view) if limit or query.per_group else ranked
     if query.time_dimensions and any(td.granularity for td in query.time_dimensions):
         td = next(td for td in query.time_dimensions if td.granularity)
         return replace(
@@ -1082,6 +1112,17 @@ def _ordered(query: Query, draft: _Draft) -> Query:
     if first and not (query.share or query.share_parts):
         return replace(query, order=((first, "desc"),), limit=draft.limit)
     return query
+
+
+def _known_labels(query: Query, view: ViewIndex) -> Query:
+    """A ranking ranks known labels: a missing label (NULL) is not a "top" anything."""
+    said = {f.member for f in query.filters}
+    labels = [
+        Filter(d, "set", ())
+        for d in query.dimensions
+        if d not in said and view.members[d].member.type == "string"
+    ]
+    return replace(query, filters=query.filters + tuple(labels)) if labels else query
 
 
 def _ordinal(view: ViewIndex, member: str) -> bool:

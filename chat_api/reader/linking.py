@@ -170,7 +170,8 @@ def _candidates(
     if found and found[-1] is not None and found[-1].end == i + 1:
         return found
     after_number = i > 0 and tokens[i - 1].kind == "number"
-    if after_number and (tokens[i].lemma in UNITS or tokens[i].text in UNITS):
+    in_unit = i > 0 and tokens[i - 1].text == "in"  # "lead time in days", "gap in dollars"
+    if (after_number or in_unit) and (tokens[i].lemma in UNITS or tokens[i].text in UNITS):
         unit, factor = UNITS.get(tokens[i].lemma) or UNITS[tokens[i].text]
         return [*found, Link("unit", i, i + 1, tokens[i].text, number=factor, unit=unit)]
     after_aux = any(t.text in AUXILIARIES for t in tokens[:i])

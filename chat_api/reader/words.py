@@ -280,6 +280,8 @@ COMPARISONS = _table("versus", {
     "or": ("versus", "North or South"),
     "and": ("and", "North and South"),
     "difference": ("versus", "difference between North and South"),
+    "times more": ("versus", "how many times more orders does North have than South"),
+    "times as many": ("versus", "North has how many times as many orders as South"),
 })  # fmt: skip
 
 FOLLOW_UPS = _table("followup", {
