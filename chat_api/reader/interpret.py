@@ -33,7 +33,7 @@ from chat_api.reader.query import (
     TimePart,
     TimePartFilter,
 )
-from chat_api.reader.text import Token, tokens
+from chat_api.reader.text import Token, is_inflected_verb, tokens
 from chat_api.reader.words import AGGREGATIONS, DIRECTIONS, LIST_JOINERS, YEAR_SPANS
 
 DEFAULT_TOP = 10
@@ -248,6 +248,9 @@ def _on_by(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
     after = draft.tokens[item.end].text if item.end < len(draft.tokens) else ""
     if value == "which" and item.text == "what" and after in ("is", "was", "are", "were", "s"):
         return True  # "what's the median wait": a question word, not a breakdown
+    before = draft.tokens[item.start - 1].text if item.start else ""
+    if value == "by" and item.text == "by" and is_inflected_verb(before):
+        return True  # "nights booked by guests from X": the passive's agent, not a breakdown
     if value == "which":
         nxt = next(iter(rest), None)
         if nxt is None or nxt.kind not in ("member", "entity", "number"):
@@ -713,7 +716,10 @@ def _on_entity(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     if draft.whole:
         draft.whole = False
         return
-    if draft.agg == "count" or draft.agg == "countDistinct":  # "by number of bookings"
+    ranking_by = draft.grouping == "by" and draft.direction is not None and entity.count
+    if ranking_by and entity.cube == draft.view.view.root:  # "rank segments by orders"
+        draft.agg = "count"
+    if draft.agg == "count" or draft.agg == "countDistinct":  # "by number of orders"
         draft.agg = None
         draft.grouping = None if draft.grouping == "by" else draft.grouping
         draft.counted = draft.counted or entity
