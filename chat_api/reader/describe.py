@@ -51,6 +51,11 @@ def read_as(query: Query, index: ModelIndex) -> str:
     if query.share or query.share_parts:
         shared = [_filter(f, index) for f in query.share] + [_part(p) for p in query.share_parts]
         parts.append("as a percentage: " + "; ".join(shared))
+    if query.sides is not None:
+        sides = query.sides
+        name = sides.part or title(index, sides.member)
+        word = "minus" if sides.op == "difference" else "divided by"
+        parts.append(f"{name} {sides.values[0]} {word} {name} {sides.values[1]}")
     if query.per_group:
         groups_of = ", ".join(title(index, d) for d in query.per_group.dimensions)
         parts.append(f"top {query.per_group.limit} in each {groups_of}")

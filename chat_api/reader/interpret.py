@@ -29,6 +29,7 @@ from chat_api.reader.query import (
     Filter,
     PerGroup,
     Query,
+    Sides,
     TimeDimension,
     TimePart,
     TimePartFilter,
@@ -43,6 +44,8 @@ SUPERLATIVES = frozenset(
 )  # fmt: skip
 """Aggregation words that also order a breakdown ("the highest average")."""
 _CONTENT = frozenset({"member", "entity", "value"})
+_MORE_WORDS = frozenset({"more", "fewer", "less", "higher", "lower", "bigger", "smaller", "larger"})
+"""Comparatives that, with "than" and two sides, ask for their difference."""
 INTENSITY_WORDS = frozenset({"popular", "common", "frequent", "busy"})
 """Ordering words that keep a direction already given ("least popular", "most common")."""
 _EDGE = "'\"?!.,;:()[]"
@@ -891,10 +894,45 @@ def _finish(draft: _Draft, previous: Query | None, links: Sequence[Link]) -> Que
         _default_measure(draft, previous)
     _count_groups(draft)
     _groups_passing(draft)
-    query = _assemble(draft)
+    sides = _side_arithmetic(draft)
+    query = replace(_assemble(draft), sides=sides) if sides else _assemble(draft)
     if previous is not None and followup:
         query = _merged(previous, query, draft)
     return _ordered(query, draft)
+
+
+def _side_arithmetic(draft: _Draft) -> Sides | None:
+    """Two sides of one member and arithmetic between them, when the question asks for it.
+
+    "How many more flights from A than from B", "United minus Delta", "ratio of July flights to
+    February flights": one number of the query per side, subtracted or divided. The grouping
+    the comparison added is left to the arithmetic.
+    """
+    texts = {t.text for t in draft.tokens}
+    more = "than" in texts and bool(texts & _MORE_WORDS)
+    op = (
+        "ratio"
+        if texts & {"ratio", "times"}
+        else "difference"
+        if more or texts & {"minus", "difference"}
+        else None
+    )
+    if op is None or len(draft.measures) + len(draft.aggregates) != 1:
+        return None
+    pair = next((f for f in draft.filters if f.operator == "equals" and len(f.values) == 2), None)
+    if pair is not None:
+        draft.dimensions = [d for d in draft.dimensions if d != pair.member]
+        return Sides(pair.member, None, (pair.values[0], pair.values[1]), op)  # type: ignore[arg-type]
+    years = list(dict.fromkeys(draft.years))
+    part = next((p for p in draft.parts if p.part in draft.sides and len(p.values) == 2), None)
+    if part is None and len(years) == 2 and draft.view.time_dimension:
+        part = TimePartFilter(draft.view.time_dimension, "year", (years[0], years[1]))
+    if part is None:
+        return None
+    draft.parts = [p for p in draft.parts if p.values or p.part != part.part]
+    draft.grains = [g for g in draft.grains if g.granularity != part.part]
+    values = (str(part.values[0]), str(part.values[1]))
+    return Sides(part.dimension, part.part, values, op)  # type: ignore[arg-type]
 
 
 def _compared_sides(draft: _Draft) -> None:

@@ -96,6 +96,26 @@ class PerGroup:
 
 
 @dataclass(frozen=True)
+class Sides:
+    """Two sides of one member compared by arithmetic (extension).
+
+    "How many more flights from A than from B": the query's number for ``values[0]`` minus (or
+    divided by) its number for ``values[1]``.
+
+    Attributes:
+        member: The member the sides are values of (a time dimension when ``part`` is set).
+        part: The calendar part the values are of ("year", "month"), or None.
+        values: The two sides, in the question's order.
+        op: ``difference`` or ``ratio``.
+    """
+
+    member: str
+    part: TimePart | None
+    values: tuple[str, str]
+    op: Literal["difference", "ratio"]
+
+
+@dataclass(frozen=True)
 class Query:
     """One typed query over one view (module docstring).
 
@@ -113,6 +133,7 @@ class Query:
         limit: Most rows, or None.
         ratio: Divide the first output number by the second (``a / b``).
         difference: Subtract the second output number from the first (``a - b``).
+        sides: Two sides compared by arithmetic: their difference or ratio.
         count_groups: The answer is the number of groups (rows) the query returns: "how many
             customers have more than 500 orders" counts the customers passing the ``having``.
         per_group: Top-N within each group.
@@ -136,6 +157,7 @@ class Query:
     limit: int | None = None
     ratio: bool = False
     difference: bool = False
+    sides: Sides | None = None
     count_groups: bool = False
     per_group: PerGroup | None = None
     share: tuple[Filter, ...] = ()
@@ -189,6 +211,7 @@ class Query:
             limit=raw.get("limit"),
             ratio=bool(raw.get("ratio", False)),
             difference=bool(raw.get("difference", False)),
+            sides=_sides(raw["sides"]) if raw.get("sides") else None,
             count_groups=bool(raw.get("countGroups", False)),
             per_group=PerGroup(tuple(per_group["dimensions"]), int(per_group["limit"]))
             if per_group
@@ -220,6 +243,11 @@ def _camel(td: Mapping[str, Any]) -> dict[str, Any]:
     found = {"dimension": td["dimension"], "granularity": td["granularity"]}
     found["dateRange"] = list(td["date_range"]) if td["date_range"] else None
     return found
+
+
+def _sides(raw: Mapping[str, Any]) -> Sides:
+    values = tuple(str(v) for v in raw["values"])
+    return Sides(raw["member"], raw.get("part"), (values[0], values[1]), raw["op"])
 
 
 def _part(raw: Mapping[str, Any]) -> TimePartFilter:

@@ -9,6 +9,8 @@ exactly as to SQL a person writes to the ``svcSqlApi`` tool. Shapes:
 - ``aggregates``: ``MEDIAN(x)``, ``PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x)``, ``AVG(x)``;
 - ``ratio``: the first two numbers divided, ``a / NULLIF(b, 0)``; ``difference``: ``a - b``;
 - ``count_groups``: ``SELECT COUNT(*) FROM (<the grouped query>) AS groups``;
+- ``sides``: the query grouped by the side member in a CTE, then each side's number picked by
+  a scalar subquery: ``(SELECT v FROM sides WHERE key = a) - (... b) AS difference, a, b``;
 - ``share``: part and whole as two CTEs, ``100.0 * part / whole``; with groups, each group's
   percentage of the total (a window over the aggregate);
 - ``per_group``: ``ROW_NUMBER() OVER (PARTITION BY g ORDER BY m DESC)`` in a subquery;
@@ -49,6 +51,8 @@ def semantic_sql(query: Query, *, numeric: frozenset[str] = frozenset()) -> str:
         return _share(query, numeric).sql(dialect="postgres")
     if query.average_over:
         return _average_over(query, numeric).sql(dialect="postgres")
+    if query.sides is not None:
+        return _sides(query, numeric).sql(dialect="postgres")
     if query.count_groups:
         inner = _select(replace(query, count_groups=False, order=(), limit=None), numeric)
         name = f"{column(query.dimensions[0])}_count" if query.dimensions else "groups"
@@ -230,6 +234,45 @@ def _order(query: Query, outputs: list[tuple[exp.Expr, str]]) -> list[exp.Expr]:
             exp.Ordered(this=exp.Literal.number(index), desc=direction == "desc", nulls_first=False)
         )
     return found
+
+
+def _sides(query: Query, numeric: frozenset[str]) -> exp.Select:
+    sides = query.sides
+    assert sides is not None
+    if sides.part is None:
+        key = column(sides.member)
+        grouped = replace(query, dimensions=(*query.dimensions, sides.member))
+        side_values = [_literal(v, sides.member in numeric) for v in sides.values]
+    else:
+        key = f"{column(sides.member)}_{sides.part}"
+        group = TimePartFilter(sides.member, sides.part, ())
+        grouped = replace(query, time_parts=(*query.time_parts, group))
+        side_values = [exp.Literal.number(v) for v in sides.values]
+    grouped = replace(grouped, sides=None, order=(), limit=None)
+    inner = _select(grouped, numeric)
+    value = _outputs(grouped)[-1][1]
+
+    def side(literal: exp.Expr) -> exp.Expr:
+        picked = exp.select(exp.column(value, quoted=True)).from_("compared_sides")
+        return exp.Subquery(
+            this=picked.where(exp.EQ(this=exp.column(key, quoted=True), expression=literal))
+        )
+
+    a, b = side(side_values[0]), side(side_values[1])
+    combined: exp.Expr = (
+        exp.Sub(this=a, expression=b)
+        if sides.op == "difference"
+        else exp.Div(
+            this=a.copy(), expression=exp.Nullif(this=b.copy(), expression=exp.Literal.number(0))
+        )
+    )
+    name = "difference" if sides.op == "difference" else "ratio"
+    outputs = [exp.alias_(combined, name, quoted=True)]
+    outputs += [
+        exp.alias_(side(v), f"{sides.part} {raw}" if sides.part else raw, quoted=True)
+        for v, raw in zip(side_values, sides.values, strict=True)
+    ]
+    return exp.select(*outputs).with_("compared_sides", as_=inner)
 
 
 def _group_column(query: Query, member: str) -> str:

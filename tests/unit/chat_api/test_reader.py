@@ -22,7 +22,9 @@ from chat_api.reader.words import CALENDAR_MONTHS, WEEKDAYS
 from chat_api.semantic.checks import check_members
 from chat_api.semantic.model import load_model
 from chat_api.settings import DEFAULT_MODEL_DIR, is_embedded_model, resolve_reader
+from chat_api.sql.compiler import compile_semantic_sql
 from chat_api.sql.data import default_database_path, ensure_database
+from chat_api.sql.policies import UserContext
 from chat_api.sql.warehouse import Warehouse, open_warehouse
 
 
@@ -188,3 +190,34 @@ def test_auto_reads_with_the_legacy_planner_only_on_the_embedded_flights_model(
     assert resolve_reader("rules", embedded=True) == "rules"
     with pytest.raises(ValueError, match="auto, rules or legacy"):
         resolve_reader("llm", embedded=False)
+
+
+@pytest.mark.parametrize(
+    ("question", "op", "sql"),
+    [
+        (
+            "how many more flights did JFK have than LGA?",
+            "difference",
+            "SELECT (SELECT COUNT(*) FROM flights WHERE origin = 'JFK') - "
+            "(SELECT COUNT(*) FROM flights WHERE origin = 'LGA')",
+        ),
+        (
+            "ratio of july flights to february flights?",
+            "ratio",
+            "SELECT (SELECT COUNT(*) FROM flights WHERE month = 7) / "
+            "(SELECT COUNT(*) FROM flights WHERE month = 2)",
+        ),
+    ],
+)
+def test_arithmetic_between_two_sides_of_one_member(
+    flights_index: ModelIndex, question: str, op: str, sql: str
+) -> None:
+    query = read(question, flights_index)
+    assert query.sides is not None and query.sides.op == op
+    assert Query.from_json(query.to_json()) == query
+    model = load_model()
+    with Warehouse(ensure_database(default_database_path())) as warehouse:
+        compiled = compile_semantic_sql(semantic_sql(query), model=model, user=UserContext())
+        found = warehouse.run(compiled).rows[0][0]
+        expected = warehouse.query_raw(sql)[0][0]
+    assert found == pytest.approx(expected)
