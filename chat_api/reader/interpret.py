@@ -271,6 +271,8 @@ def _on_by(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
 def _on_agg(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
     if item.text == "overall" and not any(lk.kind in _CONTENT for lk in rest[:2]):
         return False  # "overall instead": the follow-up word, not a total
+    if value == "count" and draft.agg == "avg":
+        return True  # "average number of requests": the average of the quantity
     draft.averaged = draft.averaged or value == "avg"
     if value in ("max", "min") and item.text in SUPERLATIVES:
         draft.direction = draft.direction or ("desc" if value == "max" else "asc")
@@ -718,6 +720,10 @@ def _on_entity(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     entity = _pick_entity(draft, item)
     if draft.whole:
         draft.whole = False
+        return
+    before = draft.tokens[item.start - 1].text if item.start else ""
+    if before == "per" and entity.cube == draft.view.view.root and draft.averaged:
+        draft.grouping = None  # "average requests per booking": per row of the view, not by it
         return
     ranking_by = draft.grouping == "by" and draft.direction is not None and entity.count
     if ranking_by and entity.cube == draft.view.view.root:  # "rank segments by orders"
