@@ -21,8 +21,9 @@ from dataclasses import dataclass, field, replace
 from typing import cast
 
 from chat_api.errors import UnreadableQuestionError
-from chat_api.reader.index import Entity, MemberInfo, ModelIndex, ValueHit, ViewIndex, phrase
-from chat_api.reader.linking import Link, link, members_with_word
+from chat_api.reader.followups import merged
+from chat_api.reader.index import Entity, MemberInfo, ModelIndex, ValueHit, ViewIndex
+from chat_api.reader.linking import Link, link
 from chat_api.reader.query import (
     DimensionAggregate,
     Direction,
@@ -35,6 +36,8 @@ from chat_api.reader.query import (
     TimePartFilter,
 )
 from chat_api.reader.text import Token, is_inflected_verb, tokens
+from chat_api.reader.views import CONTENT as _CONTENT
+from chat_api.reader.views import choose_view, fitted, is_year
 from chat_api.reader.words import AGGREGATIONS, DIRECTIONS, LIST_JOINERS, YEAR_SPANS
 
 DEFAULT_TOP = 10
@@ -43,7 +46,6 @@ SUPERLATIVES = frozenset(
      "shortest", "least", "peak", "maximum", "minimum"}
 )  # fmt: skip
 """Aggregation words that also order a breakdown ("the highest average")."""
-_CONTENT = frozenset({"member", "entity", "value"})
 _MORE_WORDS = frozenset({"more", "fewer", "less", "higher", "lower", "bigger", "smaller", "larger"})
 """Comparatives that, with "than" and two sides, ask for their difference."""
 INTENSITY_WORDS = frozenset({"popular", "common", "frequent", "busy"})
@@ -124,90 +126,12 @@ def read(question: str, index: ModelIndex, *, previous: Query | None = None) -> 
         raise UnreadableQuestionError(
             f"I don't know {listed}: nothing in the data model is called that."
         )
-    view = _choose_view(links, index, previous)
-    links = _fitted(links, index, index.views[view])
+    view = choose_view(links, index, previous)
+    links = fitted(links, index, index.views[view])
     draft = _Draft(index.views[view], found)
     for position, item in enumerate(links):
         _step(draft, item, links[position + 1 :])
     return _finish(draft, previous, links)
-
-
-def _choose_view(links: Sequence[Link], index: ModelIndex, previous: Query | None) -> str:
-    """The view holding most of the question's links (module docstring).
-
-    A question with a date or a year can only be answered by a view with a time dimension, so
-    such a view scores one link more; one without is never chosen over one with.
-    """
-    dated = any(lk.kind in ("calendar", "date") or _is_year(lk) for lk in links)
-    scores: dict[str, float] = {}
-    for name, view in index.views.items():
-        scores[name] = sum(_weight(lk, view) for lk in links if lk.kind in _CONTENT)
-        if dated and view.time_dimension and scores[name] > 0:
-            scores[name] += 1.0
-    if previous is not None:
-        scores[previous.view] = scores.get(previous.view, 0) + 0.5
-    best = max(scores, key=lambda n: scores[n]) if scores else None
-    if best is None or scores[best] <= 0:
-        if previous is not None:
-            return previous.view
-        asks = any(lk.means("order") or lk.means("grain") for lk in links)
-        if asks and index.views:
-            return next(iter(index.views))
-        raise UnreadableQuestionError(
-            "I couldn't find anything in the question that the data model has: name a measure "
-            "or something to count."
-        )
-    return best
-
-
-def _fitted(links: Sequence[Link], index: ModelIndex, view: ViewIndex) -> list[Link]:
-    """The links read in the chosen view.
-
-    A member phrase the view lacks is read as the view's members that share one of its words
-    (the view's "weight" for "parcels weighed"). Any other word the view cannot read refuses,
-    naming it: leaving it out would answer another question.
-
-    Raises:
-        UnreadableQuestionError: words of the question are in another view only.
-    """
-    fitted: list[Link] = []
-    missing: list[str] = []
-    for item in links:
-        if item.kind not in _CONTENT or _weight(item, view) > 0:
-            fitted.append(item)
-            continue
-        words = reversed(phrase(item.text)) if item.kind == "member" else ()
-        shared = [m for w in words for m in members_with_word(index, w) if m in view.members]
-        if shared:
-            fitted.append(replace(item, members=tuple(dict.fromkeys(shared)), exact=False))
-        else:
-            missing.append(item.text)
-    if missing:
-        words_ = ", ".join(f"'{w}'" for w in missing)
-        raise UnreadableQuestionError(
-            f"{words_} and the rest of the question are in different parts of the data model "
-            f"({view.name} has no {words_}); ask about one at a time."
-        )
-    return fitted
-
-
-def _is_year(item: Link) -> bool:
-    return item.kind == "number" and item.exact and 1900 <= (item.number or 0) <= 2100
-
-
-def _weight(item: Link, view: ViewIndex) -> float:
-    exact = 1.0 if item.exact else 0.6
-    if item.kind == "member":
-        named = item.members[: item.primary or len(item.members)]
-        if any(m in view.members for m in named):
-            return exact * 1.2
-        return 0.6 * (1.2 if any(m in view.members for m in item.members) else 0)
-    if item.kind == "entity":
-        cubes = [c for v, c in item.entities if v == view.name]
-        root = 0.3 if view.view.root in cubes else 0.0
-        return exact * (1.5 + root if cubes else 0)
-    hits = [h for h in item.values if h.member in view.members]
-    return exact * (1.0 + min(1.0, max((h.rows for h in hits), default=0) / 1000)) if hits else 0
 
 
 def _step(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
@@ -430,7 +354,7 @@ def _on_number(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     ):
         draft.numbers.append(item)
         return
-    if draft.comparator is not None and _is_year(item) and not _quantity_follows(rest):
+    if draft.comparator is not None and is_year(item) and not _quantity_follows(rest):
         _year_condition(draft, int(value))  # "since 2017", "before 2019"
         return
     if draft.comparator is not None:
@@ -903,7 +827,7 @@ def _finish(draft: _Draft, previous: Query | None, links: Sequence[Link]) -> Que
     sides = _side_arithmetic(draft)
     query = replace(_assemble(draft), sides=sides) if sides else _assemble(draft)
     if previous is not None and followup:
-        query = _merged(previous, query, draft)
+        query = merged(previous, query, draft)
     return _ordered(query, draft)
 
 
@@ -1064,78 +988,6 @@ def _assemble(draft: _Draft) -> Query:
 def _is_followup(draft: _Draft, links: Sequence[Link]) -> bool:
     asks = bool(draft.measures or draft.aggregates or draft.numeric or draft.subject)
     return draft.followup or not asks
-
-
-def _merged(previous: Query, query: Query, draft: _Draft) -> Query:
-    if query.view != previous.view:
-        return query
-    said = {f.member for f in query.filters}
-    kept = tuple(f for f in previous.filters if f.member not in said)
-    if draft.drop:
-        kept = ()
-    added, compared = _compared_with(previous, query, draft)
-    parts = query.time_parts or (() if draft.drop else previous.time_parts)
-    times = _times(previous, query, drop=draft.drop)
-    named = bool(query.measures or query.aggregates)
-    regroup = bool(query.dimensions or any(td.granularity for td in query.time_dimensions))
-    return replace(
-        previous,
-        measures=query.measures if named else previous.measures,
-        aggregates=query.aggregates if named else previous.aggregates,
-        dimensions=(query.dimensions if regroup or draft.overall else previous.dimensions)
-        + compared,
-        time_dimensions=times
-        if not draft.overall
-        else tuple(replace(td, granularity=None) for td in times if td.date_range),
-        filters=kept + added,
-        time_parts=parts,
-        having=query.having or previous.having,
-        order=() if regroup else previous.order,
-        limit=query.limit if regroup else previous.limit,
-        share=query.share or previous.share,
-        share_parts=query.share_parts or previous.share_parts,
-        per_group=query.per_group if regroup else previous.per_group,
-        ratio=query.ratio or (previous.ratio and not named),
-        notes=("Follow-up: keeping the previous question's conditions unless changed.",),
-    )
-
-
-def _compared_with(
-    previous: Query, query: Query, draft: _Draft
-) -> tuple[tuple[Filter, ...], tuple[str, ...]]:
-    """A follow-up's filters, and the members it compares.
-
-    "How does that compare to Brooklyn?" after a question about New Orleans keeps New Orleans,
-    adds Brooklyn and breaks the answer down by store.
-    """
-    if not draft.versus:
-        return query.filters, ()
-    before = {f.member: f for f in previous.filters if f.operator == "equals"}
-    filters: list[Filter] = []
-    compared: list[str] = []
-    for f in query.filters:
-        old = before.get(f.member)
-        if old is None or f.operator != "equals":
-            filters.append(f)
-            continue
-        filters.append(replace(f, values=tuple(dict.fromkeys(old.values + f.values))))
-        if f.member not in previous.dimensions:
-            compared.append(f.member)
-    return tuple(filters), tuple(compared)
-
-
-def _times(previous: Query, query: Query, *, drop: bool) -> tuple[TimeDimension, ...]:
-    """A follow-up's time dimensions.
-
-    A new grain keeps the previous date range ("which of those years was the lowest" after
-    "just 2008 to 2011").
-    """
-    if not query.time_dimensions:
-        return previous.time_dimensions
-    ranges = [td.date_range for td in previous.time_dimensions if td.date_range]
-    if drop or not ranges or any(td.date_range for td in query.time_dimensions):
-        return query.time_dimensions
-    return tuple(replace(td, date_range=ranges[0]) for td in query.time_dimensions)
 
 
 def _ordered(query: Query, draft: _Draft) -> Query:
