@@ -434,15 +434,8 @@ def _year(draft: _Draft, year: int, item: Link) -> None:
 
 def _threshold(draft: _Draft, value: float, rest: Sequence[Link]) -> None:
     comparator, draft.comparator = draft.comparator or "gt", None
-    if comparator == "between":  # "between 100 and 200": from the first to the second number
-        high = next((lk for lk in rest[:3] if lk.kind == "number"), None)
-        if high is None:
-            raise UnreadableQuestionError(f"Between {_text(value)} and what?")
-        draft.skip.update(range(rest[0].start, high.end))
-        draft.comparator = "gte"
-        _threshold(draft, value, rest[rest.index(high) + 1 :])
-        draft.comparator = "lte"
-        _threshold(draft, high.number or 0.0, rest[rest.index(high) + 1 :])
+    if comparator == "between":
+        _between(draft, value, rest)
         return
     unit = next((lk for lk in rest[:2] if lk.kind == "unit"), None)
     target = next((lk for lk in rest[:3] if lk.kind in ("member", "entity")), None)
@@ -452,8 +445,9 @@ def _threshold(draft: _Draft, value: float, rest: Sequence[Link]) -> None:
             draft.having.append(Filter(measure, comparator, (_text(value),)))  # type: ignore[arg-type]
             return
     info = _numeric_target(draft, target, unit)
-    if info is None and draft.measures:  # "months with an average rate above 150"
-        draft.having.append(Filter(draft.measures[-1], comparator, (_text(value),)))  # type: ignore[arg-type]
+    measure = _measure_compared(draft, info)
+    if measure is not None:
+        draft.having.append(Filter(measure, comparator, (_text(value),)))  # type: ignore[arg-type]
         return
     if info is None:
         raise UnreadableQuestionError(f"I couldn't tell what the number {_text(value)} applies to.")
@@ -465,6 +459,34 @@ def _threshold(draft: _Draft, value: float, rest: Sequence[Link]) -> None:
     draft.filters.append(Filter(info.name, comparator, (_text(value),)))  # type: ignore[arg-type]
     if draft.numeric is info:
         draft.numeric = None
+
+
+def _between(draft: _Draft, value: float, rest: Sequence[Link]) -> None:
+    """Reads "between 100 and 200": at least the first number and at most the second."""
+    high = next((lk for lk in rest[:3] if lk.kind == "number"), None)
+    if high is None:
+        raise UnreadableQuestionError(f"Between {_text(value)} and what?")
+    draft.skip.update(range(rest[0].start, high.end))
+    after = rest[rest.index(high) + 1 :]
+    draft.comparator = "gte"
+    _threshold(draft, value, after)
+    draft.comparator = "lte"
+    _threshold(draft, high.number or 0.0, after)
+
+
+def _measure_compared(draft: _Draft, info: MemberInfo | None) -> str | None:
+    """The measure a threshold compares, when it is a named measure's.
+
+    "Segments where the average stay is over 4 nights": the quantity is the column the named
+    average aggregates. "Months with an average rate above 150": nothing after the number, so
+    the last measure named.
+    """
+    if info is None:
+        return draft.measures[-1] if draft.measures else None
+    over = [
+        m for m in draft.measures if info.column and draft.view.members[m].column == info.column
+    ]
+    return over[-1] if over and info.member.kind == "dimension" else None
 
 
 def _numeric_target(draft: _Draft, target: Link | None, unit: Link | None) -> MemberInfo | None:
@@ -574,6 +596,8 @@ def _pick_member(draft: _Draft, item: Link) -> MemberInfo:
         raise UnreadableQuestionError(f"'{item.text}' is not in the {draft.view.name} data.")
     if draft.agg and any(m.member.type == "number" for m in members):
         members = [m for m in members if m.member.type == "number"]
+        same = [m for m in members if m.member.agg_type == draft.agg]  # "avg stay": the average
+        members = same or members
     if draft.grouping is not None:
         members = [m for m in members if m.member.kind == "dimension"] or members
     return members[0]

@@ -162,6 +162,9 @@ def _candidates(
     special = _special(tokens, i)
     if special is not None:
         return [special]
+    unit_next = i + 1 < len(tokens) and tokens[i + 1].lemma in UNITS
+    if tokens[i].text == "an" and not unit_next:
+        return [None]  # "an hour" is 1 hour; "an average rate" is an article
     found: list[Link | None] = []
     for size in range(min(max(index.longest, GRAMMAR_LONGEST), len(tokens) - i), 0, -1):
         span = _span(tokens[i : i + size], i, index, upper)
