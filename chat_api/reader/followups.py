@@ -2,7 +2,8 @@
 
 Filters the follow-up names replace the previous ones on the same member; a new grain keeps the
 previous date range; "drop that filter" and "overall" remove; "how does that compare to B"
-keeps both sides and breaks the answer down by them.
+keeps both sides and breaks the answer down by them; "the year before" moves every year of the
+previous question back by one.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Protocol
 
-from chat_api.reader.query import Filter, Query, TimeDimension
+from chat_api.reader.query import Filter, Query, TimeDimension, TimePartFilter
 
 
 class FollowUp(Protocol):
@@ -19,6 +20,7 @@ class FollowUp(Protocol):
     drop: bool
     overall: bool
     versus: bool
+    shift: int
 
 
 def merged(previous: Query, query: Query, draft: FollowUp) -> Query:
@@ -32,6 +34,9 @@ def merged(previous: Query, query: Query, draft: FollowUp) -> Query:
     added, compared = _compared_with(previous, query, draft)
     parts = query.time_parts or (() if draft.drop else previous.time_parts)
     times = _times(previous, query, drop=draft.drop)
+    if draft.shift:
+        times = tuple(_shifted(td, draft.shift) for td in times)
+        parts = tuple(_shifted_part(p, draft.shift) for p in parts)
     named = bool(query.measures or query.aggregates)
     regroup = bool(query.dimensions or any(td.granularity for td in query.time_dimensions))
     return replace(
@@ -54,6 +59,20 @@ def merged(previous: Query, query: Query, draft: FollowUp) -> Query:
         ratio=query.ratio or (previous.ratio and not named),
         notes=("Follow-up: keeping the previous question's conditions unless changed.",),
     )
+
+
+def _shifted(td: TimeDimension, years: int) -> TimeDimension:
+    if td.date_range is None:
+        return td
+    low, high = td.date_range
+    moved = (f"{int(low[:4]) + years}{low[4:]}", f"{int(high[:4]) + years}{high[4:]}")
+    return replace(td, date_range=moved)
+
+
+def _shifted_part(part: TimePartFilter, years: int) -> TimePartFilter:
+    if part.part != "year":
+        return part
+    return replace(part, values=tuple(v + years for v in part.values))
 
 
 def _compared_with(

@@ -94,6 +94,7 @@ class _Draft:
     negated_member: str | None = None
     restated: Filter | None = None
     whole: bool = False
+    shift: int = 0
     last: Link | None = None
     sides: set[str] = field(default_factory=set)
     skip: set[int] = field(default_factory=set)
@@ -333,6 +334,8 @@ def _on_followup(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) ->
         draft.drop = True
     elif value == "overall":
         draft.overall = True
+    elif value in ("earlier", "later"):
+        draft.shift = -1 if value == "earlier" else 1  # "the year before": the previous year's
     draft.followup = True
     return True
 

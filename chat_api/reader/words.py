@@ -304,6 +304,13 @@ FOLLOW_UPS = _table("followup", {
     "ignore": ("drop", "ignore the supplier"),
     "without": ("drop", "without the filter"),
     "overall": ("overall", "overall instead"),
+    "the year before": ("earlier", "and the year before?"),
+    "year before": ("earlier", "what about the year before"),
+    "previous year": ("earlier", "same for the previous year"),
+    "prior year": ("earlier", "and the prior year?"),
+    "a year earlier": ("earlier", "how about a year earlier"),
+    "the year after": ("later", "and the year after?"),
+    "following year": ("later", "what about the following year"),
     "all": ("overall", "for all of them"),
 })  # fmt: skip
 """Words that make a question a change of the thread's previous query."""

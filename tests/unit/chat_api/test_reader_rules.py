@@ -5,7 +5,7 @@ means and an example. Each example is read against a neutral model (``tests/data
 and the typed query must show the row's meaning: an ordering orders, a comparator compares with
 its operator, a negation negates, a grain groups by it, and so on (the way sqlglot tests its
 dialects as tables of input and output). A follow-up row is read after
-``orders by supplier in March``.
+``orders by supplier in March`` (one that moves the year, after ``... in 2017``).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ VALUES = {
     "serial_number": ["SN-1", "SN-2"],
 }
 FOLLOWED = "orders by supplier in March"
+DATED = "orders by supplier in 2017"
 TABLES = {
     name: table
     for name, table in vars(words_module).items()
@@ -110,6 +111,9 @@ CHECKS: dict[str, Callable[[Query, str, ModelIndex], bool]] = {
 
 
 def _followup_check(query: Query, value: str, previous: Query) -> bool:
+    if value in ("earlier", "later"):
+        years = {td.date_range[0][:4] for td in query.time_dimensions if td.date_range}
+        return years == {"2016" if value == "earlier" else "2018"}
     if value == "drop":
         return len(query.filters) < len(previous.filters) or not query.time_dimensions
     if value == "overall":
@@ -125,7 +129,7 @@ def test_every_grammar_row_reads_its_example(
 ) -> None:
     assert word.example, f"row {phrase!r} has no example"
     if word.kind == "followup":
-        previous = read(FOLLOWED, depot)
+        previous = read(DATED if word.value in ("earlier", "later") else FOLLOWED, depot)
         query = read(word.example, depot, previous=previous)
         assert _followup_check(query, word.value, previous), query.to_json()
         return
