@@ -109,7 +109,8 @@ class ValueHit:
 class ViewIndex:
     """One view's members, entities and time dimension.
 
-    ``years`` is the number of calendar years the time dimension's data spans (0: unknown).
+    ``years`` is the number of calendar years the time dimension's data spans (0: unknown);
+    ``span`` its first and last dates (ISO), or None.
     """
 
     view: ResolvedView
@@ -117,6 +118,7 @@ class ViewIndex:
     entities: list[Entity] = field(default_factory=list)
     time_dimension: str | None = None
     years: int = 0
+    span: tuple[str, str] | None = None
 
     @property
     def name(self) -> str:
@@ -212,7 +214,7 @@ def build_index(model: SemanticModel, rows: ValueRows | None) -> ModelIndex:
     if rows is not None:
         _index_values(model, index, rows)
         for view_index in index.views.values():
-            view_index.years = _years(model, view_index, rows)
+            _time_span(model, view_index, rows)
     tables: list[Phrase] = [*index.member_phrases, *index.entity_phrases, *index.values]
     index.longest = max((len(p) for p in tables), default=1)
     spelled = {w for p in tables for w in p if len(w) >= 4 and not w.isdigit()}
@@ -383,21 +385,31 @@ def _index_values(model: SemanticModel, index: ModelIndex, rows: ValueRows) -> N
             _add_values(index, info, cache[key])
 
 
-def _years(model: SemanticModel, view: ViewIndex, rows: ValueRows) -> int:
-    """Calendar years the view's time dimension spans (0 when unknown or not one cube's)."""
+def _time_span(model: SemanticModel, view: ViewIndex, rows: ValueRows) -> None:
+    """Sets ``years`` and ``span`` of the view's time dimension.
+
+    Both stay unset when the dimension is unknown or not one cube's own column.
+    """
     if view.time_dimension is None:
-        return 0
+        return
     member = view.members[view.time_dimension].member
     rendered = model.rendered.dimensions.get((member.cube, member.cube_member))
     if rendered is None or rendered.cubes - {member.cube}:
-        return 0
-    year = exp.Extract(this=exp.var("year"), expression=rendered.expression.copy())
-    count = exp.Count(this=exp.Distinct(expressions=[year]))
+        return
+    value = rendered.expression
+    year = exp.Extract(this=exp.var("year"), expression=value.copy())
+    figures: list[exp.Expr] = [
+        exp.Count(this=exp.Distinct(expressions=[year])),
+        exp.cast(exp.Min(this=value.copy()), "date"),
+        exp.cast(exp.Max(this=value.copy()), "date"),
+    ]
     try:
-        found = rows(cube_select(model, member.cube, [count]).sql(dialect="duckdb"))
+        found = rows(cube_select(model, member.cube, figures).sql(dialect="duckdb"))
     except Exception:  # a member whose SQL fails is reported by the start-up check
-        return 0
-    return int(found[0][0] or 0) if found else 0
+        return
+    if found and found[0][1] is not None:
+        years, low, high = found[0]
+        view.years, view.span = int(years or 0), (str(low), str(high))
 
 
 def _distinct_values(

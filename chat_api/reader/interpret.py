@@ -456,6 +456,11 @@ def _threshold(draft: _Draft, value: float, rest: Sequence[Link]) -> None:
         raise UnreadableQuestionError(f"I couldn't tell what the number {_text(value)} applies to.")
     if unit is not None and (not unit.unit or info.unit == unit.unit):
         value *= unit.number or 1.0  # "1 billion", "2 hours" for a member in minutes
+    if draft.agg and info.member.kind == "dimension":  # "averaging more than 10 mins of delay"
+        _numeric(draft, info, agg=draft.agg)
+        compared = draft.measures[-1] if draft.measures else info.name
+        draft.having.append(Filter(compared, comparator, (_text(value),)))  # type: ignore[arg-type]
+        return
     if info.member.kind == "measure":
         draft.having.append(Filter(info.name, comparator, (_text(value),)))  # type: ignore[arg-type]
         return
@@ -527,8 +532,12 @@ def _on_member(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     elif _counts_values(draft, info):
         draft.agg = None  # "how many different products": distinct values, not a breakdown
         draft.aggregates.append(DimensionAggregate("countDistinct", info.name))
-    elif draft.grouping is not None or _wants_breakdown(draft, item, rest):
-        _group(draft, info.name)
+    elif draft.grouping is not None or (
+        member.type != "boolean" and _wants_breakdown(draft, item, rest)
+    ):
+        _group(
+            draft, info.name
+        )  # a flag named in a ranking filters it ("top months for cancelled")
     else:
         _on_dimension(draft, info, rest)
 
@@ -971,6 +980,16 @@ def _assemble(draft: _Draft) -> Query:
         raise UnreadableQuestionError(
             f"The {draft.view.name} data has no date, so I can't limit it to "
             f"{draft.date_range[0][:4]}."
+        )
+    span = draft.view.span
+    if (
+        draft.date_range
+        and span
+        and (draft.date_range[1] < span[0] or draft.date_range[0] > span[1])
+    ):
+        raise UnreadableQuestionError(  # "flights in 2015" over 2013's data: not a zero
+            f"The {draft.view.name} data runs from {span[0]} to {span[1]}; "
+            f"{draft.date_range[0]} to {draft.date_range[1]} is outside it."
         )
     if draft.date_range and time:
         if grains:

@@ -32,7 +32,8 @@ def _table(kind: str, rows: Mapping[str, tuple[str, str]]) -> dict[str, Word]:
 
 SPELLINGS: Mapping[str, str] = MappingProxyType({
     "avg": "average", "avg.": "average", "ave": "average", "mean": "average",
-    "tot": "total", "num": "number", "no.": "number", "nbr": "number", "cnt": "count",
+    "diff": "different", "tot": "total", "num": "number", "no.": "number", "nbr": "number",
+    "cnt": "count",
     "#": "number", "qty": "quantity", "amt": "amount", "pct": "percent", "%": "percent",
     "hrs": "hours", "hr": "hour", "h": "hours", "mins": "minutes", "min.": "minutes",
     "secs": "seconds", "yr": "year", "yrs": "years", "mo": "month", "mos": "months",
@@ -116,6 +117,8 @@ ORDERINGS = _table("order", {
     "ranked": ("desc", "suppliers ranked by wait"),
     "sorted": ("desc", "products sorted by orders"),
     "highest first": ("desc", "rank suppliers by orders, highest first"),
+    "worst first": ("desc", "rank suppliers by average wait, worst first"),
+    "best first": ("desc", "rank suppliers by revenue, best first"),
     "biggest first": ("desc", "suppliers by wait, biggest first"),
     "largest first": ("desc", "suppliers by units, largest first"),
     "descending": ("desc", "suppliers by units descending"),
@@ -409,9 +412,11 @@ auxiliary."""
 """Auxiliaries that start a question's verb phrase: after one, a noun-or-verb word is the verb
 ("how many tweets did customers post")."""
 
-UNLINKED_FILLERS = frozenset({"period", "far", "history", "record", "records", "overall"})
-"""Nouns of time and scope passed over only when no model word has them ("so far", "over the
-whole period", "on record")."""
+UNLINKED_FILLERS = frozenset(
+    {"period", "far", "history", "record", "records", "overall", "left", "obs"}
+)
+"""Words passed over only when no model word has them: nouns of time and scope ("so far", "over
+the whole period", "on record"), "left" as a verb ("flights that left X")."""
 
 YEAR_SPANS = frozenset({"to", "through", "thru", "until", "till", "-"})
 """Words between two years that make them one range ("2008 through 2012")."""
