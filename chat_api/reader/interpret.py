@@ -90,6 +90,7 @@ class _Draft:
     average_over: str | None = None
     over_agg: str = "avg"
     averaged: bool = False
+    totalled: bool = False
     which_singular: bool = False
     negated_member: str | None = None
     restated: Filter | None = None
@@ -199,6 +200,7 @@ def _on_agg(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool
     if value == "count" and draft.agg == "avg":
         return True  # "average number of requests": the average of the quantity
     draft.averaged = draft.averaged or value == "avg"
+    draft.totalled = value == "sum" and item.text != "how much"
     if value in ("max", "min") and item.text in SUPERLATIVES:
         draft.direction = draft.direction or ("desc" if value == "max" else "asc")
         if _names_its_aggregate(draft, next(iter(rest), None)):
@@ -688,7 +690,8 @@ def _on_entity(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     ranking_by = draft.grouping == "by" and draft.direction is not None and entity.count
     if ranking_by and entity.cube == draft.view.view.root:  # "rank segments by orders"
         draft.agg = "count"
-    if draft.agg == "count" or draft.agg == "countDistinct":  # "by number of orders"
+    counted = draft.agg in ("count", "countDistinct") or (draft.agg == "sum" and draft.totalled)
+    if counted:  # "by number of orders", "total orders" (but not "how much ... flights")
         draft.agg = None
         draft.grouping = None if draft.grouping == "by" else draft.grouping
         draft.counted = draft.counted or entity
@@ -964,6 +967,11 @@ def _default_measure(draft: _Draft, previous: Query | None) -> None:
             draft.notes.append("No aggregation was named; using the model's own total or average.")
     if draft.measures or draft.aggregates:
         return
+    if draft.agg in ("avg", "sum", "median"):  # "how much did X earn", "cost on average"
+        raise UnreadableQuestionError(
+            "I couldn't find the quantity to total or average: nothing in the data model is "
+            "named in the question for it."
+        )
     entity = draft.subject or draft.view.root_entity()
     if entity is not None and entity.count:
         draft.measures.append(entity.count)

@@ -268,7 +268,7 @@ WHOLES = _table("whole", {
     "across all": ("whole", "average wait across all suppliers"),
     "for all": ("whole", "average wait for all suppliers"),
     "over all": ("whole", "units over all regions"),
-    "of all": ("whole", "the average of all suppliers"),
+    "of all": ("whole", "the average wait of all suppliers"),
     "all of the": ("whole", "units of all of the suppliers"),
     "in all": ("whole", "orders in all regions"),
 })  # fmt: skip
