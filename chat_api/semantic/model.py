@@ -246,7 +246,9 @@ def _cube_views(cubes: Mapping[str, Cube], files: dict[str, str]) -> dict[str, V
                 prefix=True,
             )
             for join in cube.joins
-            if join.relationship not in FAN_OUT_RELATIONSHIPS and join.name in cubes
+            if join.relationship not in FAN_OUT_RELATIONSHIPS
+            and join.name in cubes
+            and join.name != cube.name
         ]
         own = ViewCube(join_path=cube.name, includes="*")
         views[cube.name] = View(

@@ -117,7 +117,7 @@ def _once_per_key(
     if own_aggregate:
         raise SemanticSqlError(
             "unsupported_syntax",
-            f"{cube} rows repeat in view {use.view.name} (a one_to_many join), and its "
+            f"{cube} rows repeat in view {use.view.name} (its joins fan out), and this "
             "measure's own aggregate cannot be taken once per key; query a view rooted at "
             f"{cube}",
         )
