@@ -63,16 +63,47 @@ def planner_results(rounds: int = 5) -> list[Result]:
             ours, base = _time_thread(thread, vocabulary)
             planned += ours
             scanned += base
-    p95, base_p95 = percentile(planned, 95), percentile(scanned, 95)
+    return budget_results(
+        "planner", planned, scanned, rounds=rounds, labels=("plan_ms", "scan_ms"),
+        baseline_label="tokenize + scan only",
+    )  # fmt: skip
+
+
+def budget_results(
+    name: str,
+    ours: list[float],
+    base: list[float],
+    *,
+    rounds: int,
+    labels: tuple[str, str],
+    baseline_label: str,
+    extra: dict[str, object] | None = None,
+) -> list[Result]:
+    """The two figures of a per-question time against the 20 ms budget.
+
+    Args:
+        name: Figure prefix (``planner`` gives ``planner-p95`` and ``planner-budget``).
+        ours: Milliseconds per question of ours, all rounds.
+        base: Milliseconds per question of the baseline, all rounds.
+        rounds: Rounds measured (the question count is ``len(ours) // rounds``).
+        labels: Detail keys of ours and the baseline (``plan_ms``, ``scan_ms``).
+        baseline_label: What the baseline is.
+        extra: Further details (the model's size).
+
+    Returns:
+        ``<name>-p95`` (p95 against the baseline's p95) and ``<name>-budget`` (p95 against
+        the budget, target ratio <= 1); details hold p50, p95 and max of both.
+    """
+    p95, base_p95 = percentile(ours, 95), percentile(base, 95)
     details = {
-        "questions": len(planned) // rounds, "rounds": rounds,
-        "plan_ms": {"p50": statistics.median(planned), "p95": p95, "max": max(planned)},
-        "scan_ms": {"p50": statistics.median(scanned), "p95": base_p95, "max": max(scanned)},
+        "questions": len(ours) // rounds, "rounds": rounds, **(extra or {}),
+        labels[0]: {"p50": statistics.median(ours), "p95": p95, "max": max(ours)},
+        labels[1]: {"p50": statistics.median(base), "p95": base_p95, "max": max(base)},
     }  # fmt: skip
     return [
-        Result("planner-p95", p95, base_p95, "ms", "tokenize + scan only", details=details),
+        Result(f"{name}-p95", p95, base_p95, "ms", baseline_label, details=details),
         Result(
-            "planner-budget",
+            f"{name}-budget",
             p95,
             BUDGET_MS,
             "ms",

@@ -12,12 +12,11 @@ reader does. A second figure puts the p95 against the 20 ms budget (target ratio
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Sequence
-from typing import Final
 
-from bench.results import Result, Target, percentile
+from bench.planner_bench import budget_results
+from bench.results import Result
 from chat_api.errors import UnreadableQuestionError
 from chat_api.evaluation.questions import QUESTIONS_FILE, load_questions
 from chat_api.reader.index import ModelIndex, build_index
@@ -29,8 +28,6 @@ from chat_api.reader.text import tokens
 from chat_api.semantic.model import load_model
 from chat_api.sql.data import default_database_path, ensure_database
 from chat_api.sql.warehouse import Warehouse
-
-BUDGET_MS: Final = 20.0
 
 
 def _threads() -> list[list[str]]:
@@ -79,22 +76,8 @@ def rule_reader_results(rounds: int = 5) -> list[Result]:
             ours, base = _time_thread(thread, index)
             reading += ours
             linking += base
-    p95, base_p95 = percentile(reading, 95), percentile(linking, 95)
     members = sum(len(view.members) for view in model.views.values())
-    details = {
-        "questions": len(reading) // rounds, "rounds": rounds, "model_members": members,
-        "read_ms": {"p50": statistics.median(reading), "p95": p95, "max": max(reading)},
-        "link_ms": {"p50": statistics.median(linking), "p95": base_p95, "max": max(linking)},
-    }  # fmt: skip
-    return [
-        Result("rule-reader-p95", p95, base_p95, "ms", "tokenize + link only", details=details),
-        Result(
-            "rule-reader-budget",
-            p95,
-            BUDGET_MS,
-            "ms",
-            "the 20 ms budget per question",
-            target=Target("<=", 1.0),
-            details=details,
-        ),
-    ]
+    return budget_results(
+        "rule-reader", reading, linking, rounds=rounds, labels=("read_ms", "link_ms"),
+        baseline_label="tokenize + link only", extra={"model_members": members},
+    )  # fmt: skip
