@@ -46,6 +46,8 @@ from jafgen.simulation import Simulation
 from jafgen.stores.inventory import Inventory
 from jafgen.stores.stock import Stock
 
+from chat_api.datasets.parquet import copy_to_parquet
+
 __all__ = ["build"]
 
 #: Simulated years from jafgen's epoch (2018-09-01): three years see five stores open.
@@ -208,7 +210,6 @@ def build(folder: Path) -> None:
                 csv_path = Path(tmp) / f"{table}.csv"
                 _write_csv(csv_path, entities[table])
                 select = query.format(csv=str(csv_path).replace("'", "''"))
-                target = str(folder / f"{table}.parquet").replace("'", "''")
-                con.execute(f"COPY ({select}) TO '{target}' (FORMAT parquet)")
+                copy_to_parquet(con, select, folder / f"{table}.parquet")
         finally:
             con.close()

