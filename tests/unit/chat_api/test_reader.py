@@ -224,3 +224,18 @@ def test_arithmetic_between_two_sides_of_one_member(
         found = warehouse.run(compiled).rows[0][0]
         expected = warehouse.query_raw(sql)[0][0]
     assert found == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("question", "reason"),
+    [
+        ("How many flights left JFK in 2015?", "2013-01-01 to 2013-12-31"),
+        ("How much did United earn from Newark flights?", "quantity to total or average"),
+        ("What did a JFK to LAX ticket cost on average?", "quantity to total or average"),
+    ],
+)
+def test_a_question_the_data_cannot_answer_is_refused_not_counted(
+    flights_index: ModelIndex, question: str, reason: str
+) -> None:
+    with pytest.raises(UnreadableQuestionError, match=reason):
+        read(question, flights_index)
