@@ -25,6 +25,46 @@ byte becomes ``0``, so a run of ``0`` in the result is a run of digits in the te
 :func:`models.archive.storable_as_parsed`, which also looks for exponents (``e000``)."""
 _LONG_RUN: Final = b"0" * 19
 
+MAX_DEPTH: Final = 100
+"""Levels of arrays and objects a chat line may nest (:func:`deeper_than`); deeper lines are kept
+raw with a parse error (:func:`models.records.parse_line`).
+
+Deeper values are legal JSON but break what reads them later, by recursion: pydantic's
+serializer raises past 254 levels ("Maximum serialization depth exceeded", pydantic-core's
+recursion guard) and orjson refuses to write more than 254 (https://github.com/ijl/orjson,
+"Serialize"), so one such line would fail the sink's every retry (a poison pill). Chat lines nest
+a handful of levels (a Vega-Lite spec inside a tool result: about a dozen)."""
+WRITABLE_DEPTH: Final = 254
+"""The deepest value orjson writes; :func:`loads` refuses deeper text, which the archive's
+``jsonb`` writers (:func:`pipeline.archive.derived.jsonb_text`) could not store."""
+
+
+def deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Says whether a decoded JSON value nests more than ``limit`` arrays and objects.
+
+    An iterative walk over the containers only (no recursion, so it is safe on any depth the
+    parsers return: orjson stops at 1,024 levels, :func:`json.loads` at the recursion limit).
+    A chat line's large payloads are strings, so a line costs a few dozen steps; a value of
+    many small containers (rows as arrays) costs one step per container and per member.
+
+    Args:
+        value: What :func:`loads` or :func:`orjson.loads` returned.
+        limit: The deepest nesting allowed (a scalar nests 0 levels, ``[]`` one).
+
+    Returns:
+        True when some member lies inside more than ``limit`` arrays and objects.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        container, depth = stack.pop()
+        if not isinstance(container, dict | list):
+            continue
+        if depth > limit:
+            return True
+        members = container.values() if isinstance(container, dict) else container
+        stack.extend((m, depth + 1) for m in members if isinstance(m, dict | list))
+    return False
+
 
 def exact_for_orjson(text: str | bytes) -> bool:
     r"""Returns: False when ``text`` has a run of 19 digits (an integer orjson may round).
@@ -49,9 +89,45 @@ def loads(text: str | bytes) -> Any:
 
     Raises:
         json.JSONDecodeError: The text is not JSON (the standard library's error and message),
-            nests deeper than Python's recursion limit, or holds an integer of more than
-            4,300 digits (https://docs.python.org/3/library/stdtypes.html#int-max-str-digits).
+            nests deeper than :data:`WRITABLE_DEPTH` levels (:func:`writable`), or holds an
+            integer of more than 4,300 digits (https://docs.python.org/3/library/stdtypes.html#int-max-str-digits).
     """
+    value = _decoded(text)
+    if _may_nest_deeply(text) and not writable(value):
+        raise json.JSONDecodeError(f"nested deeper than {WRITABLE_DEPTH} levels", "", 0)
+    return value
+
+
+def _may_nest_deeply(text: str | bytes) -> bool:
+    if isinstance(text, str):
+        return text.count("[") + text.count("{") > WRITABLE_DEPTH
+    return text.count(b"[") + text.count(b"{") > WRITABLE_DEPTH
+
+
+def writable(value: Any) -> bool:
+    """Says whether a decoded value can be written back as JSON (it nests at most 254 levels).
+
+    The probe is the write itself: orjson refuses more than :data:`WRITABLE_DEPTH` levels
+    ("Recursion limit reached", https://github.com/ijl/orjson#serialize); a value orjson refuses
+    for another reason (an integer beyond 64 bits) goes to :func:`json.dumps`, as the archive's
+    writers do, which overflows the recursion limit instead. Cost: one write in C (about a
+    sixth of :func:`loads` on a SQL result).
+    """
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError as exc:
+        if "ecursion" in str(exc):
+            return False
+        try:
+            json.dumps(value)
+        except RecursionError:
+            return False
+        except (TypeError, ValueError):
+            return True
+    return True
+
+
+def _decoded(text: str | bytes) -> Any:
     if exact_for_orjson(text):
         try:
             return orjson.loads(text)

@@ -27,7 +27,7 @@ from pydantic import (
 from models import wire
 from models.chat import SessionSettings, StreamMessage
 from models.errors import LineRecordError
-from models.json_values import exact_for_orjson
+from models.json_values import MAX_DEPTH, deeper_than, exact_for_orjson
 
 Headers = Sequence[tuple[str, bytes]]
 
@@ -174,7 +174,8 @@ def parse_line(raw: bytes) -> tuple[StreamMessage | None, str | None]:
 
     Returns:
         ``(message, None)`` on success, or ``(None, reason)`` where reason says why the line is
-        not a stream message (invalid UTF-8, invalid JSON, not an object, wrong field types).
+        not a stream message (invalid UTF-8, invalid JSON, nested deeper than
+        :data:`models.json_values.MAX_DEPTH` levels, not an object, wrong field types).
     """
     if not exact_for_orjson(raw):  # an integer beyond 64 bits, which orjson would round
         return _parse_line_slowly(raw)
@@ -207,6 +208,8 @@ def _parse_line_slowly(raw: bytes) -> tuple[StreamMessage | None, str | None]:
 def _message(value: Any) -> tuple[StreamMessage | None, str | None]:
     if not isinstance(value, dict):
         return None, f"JSON {type(value).__name__} is not a stream message object"
+    if deeper_than(value):  # before the model, and whatever reads it later, recurses into it
+        return None, f"invalid JSON: nested deeper than {MAX_DEPTH} levels"
     try:
         return StreamMessage.model_validate(value), None
     except ValidationError as exc:

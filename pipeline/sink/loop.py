@@ -17,9 +17,11 @@ The writes are idempotent, so a sink killed between 2 and 4 re-reads the batch a
 nothing: effectively once for the archive (a dead letter may be produced twice). When
 PostgreSQL is unavailable the write is retried with exponential backoff (tenacity) for up to
 ``retry_budget_s``; after that the consumer is rewound to the batch's first offsets and the
-loop tries again, so nothing is dropped or committed early. When PostgreSQL refuses a value,
-the batch is split in halves until the refused records are found; they are dead-lettered and
-the rest is archived.
+loop tries again, so nothing is dropped or committed early. When PostgreSQL refuses a value, or
+writing the batch fails any other way that is not an outage or a missing schema (a record no
+retry could archive: a poison pill), the batch is split in halves until the failing records are
+found; they are dead-lettered with their error and the rest is archived, so one record never
+stops the consumer group.
 
 :func:`run_sink` runs the loop until SIGTERM or SIGINT, then finishes the current batch,
 commits and returns. Tests drive a :class:`Sink` with :meth:`Sink.start`, :meth:`Sink.run_once`
@@ -66,6 +68,7 @@ from pipeline import collector
 from pipeline.archive.writer import ArchiveWriter, BatchOutcome
 from pipeline.errors import (
     ArchiveRejectedError,
+    ArchiveSchemaError,
     ArchiveUnavailableError,
     PartitionsRevokedError,
     TransientError,
@@ -290,8 +293,10 @@ class Sink:
         try:
             if items:
                 outcome = await self._write(lines, events)
-        except ArchiveRejectedError as exc:
-            logger.warning("batch refused by PostgreSQL, splitting it: %s", exc)
+        except (TransientError, ArchiveSchemaError):
+            raise
+        except Exception as exc:  # a record no retry archives (a poison pill): isolate it
+            logger.warning("batch not archived, splitting it to isolate the record: %r", exc)
             refused = await self._bisect(items)
             dead += refused
             gone = {id(record) for record, _ in refused}
@@ -350,10 +355,12 @@ class Sink:
         try:
             await self._write(lines, events)
             return []
-        except ArchiveRejectedError as exc:
+        except (TransientError, ArchiveSchemaError):
+            raise
+        except Exception as exc:  # the poison pill's own error is its reason
             if len(items) == 1:
                 record = items[0][0]
-                return [(record, invalid_record(record, f"archive refused the record: {exc}"))]
+                return [(record, invalid_record(record, _refusal(exc)))]
         middle = len(items) // 2
         return await self._bisect(items[:middle]) + await self._bisect(items[middle:])
 
@@ -403,6 +410,13 @@ class Sink:
         if publish:
             metrics.set_lag(found)
         return sum(lag for _, _, lag in found)
+
+
+def _refusal(exc: Exception) -> str:
+    """Returns: why a record is dead-lettered, from the error that its write alone raised."""
+    if isinstance(exc, ArchiveRejectedError):
+        return f"archive refused the record: {exc}"
+    return f"sink could not process the record: {type(exc).__name__}: {exc}"
 
 
 def run_sink(settings: Settings) -> None:

@@ -416,25 +416,43 @@ POISON = b'{"id": "poison"}'
 
 
 class _RejectingWriter(ArchiveWriter):
-    """Refuses (ArchiveRejectedError) every batch holding the POISON line."""
+    """Fails every batch holding the POISON line with ``error``."""
+
+    def __init__(self, engine: sa.Engine, error: Exception) -> None:
+        super().__init__(engine)
+        self._error = error
 
     def write_batch(
         self, lines: Sequence[LineEnvelope], events: Sequence[JobEvent]
     ) -> BatchOutcome:
         if any(line.raw == POISON for line in lines):
-            raise ArchiveRejectedError("value refused (simulated)", sqlstate="22P05")
+            raise self._error
         return super().write_batch(lines, events)
 
 
-async def test_record_the_database_refuses_is_isolated_and_dead_lettered(
-    settings: Settings, engine: sa.Engine, produce: Produce
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (
+            ArchiveRejectedError("value refused (simulated)", sqlstate="22P05"),
+            b"archive refused the record: ",
+        ),
+        (
+            RecursionError("maximum recursion depth exceeded"),
+            b"sink could not process the record: RecursionError: maximum recursion",
+        ),
+    ],
+    ids=["refused-by-postgres", "fails-in-the-sink"],
+)
+async def test_record_that_fails_every_write_is_isolated_and_dead_lettered(
+    settings: Settings, engine: sa.Engine, produce: Produce, error: Exception, reason: bytes
 ) -> None:
     lines, events = _records("job-poison")
     poison = LineEnvelope.from_raw(
         job_id="job-other", attempt=1, line_no=1, raw=POISON, received_at=datetime.now(UTC)
     )
     await produce([*lines[:3], poison, *lines[3:]], events)
-    sink = await _started(settings, writer=_RejectingWriter(engine))
+    sink = await _started(settings, writer=_RejectingWriter(engine, error))
     try:
         reports = await _run_until(sink, lambda: _normalised(engine, "job-poison"))
         while sum(r.dead_lettered for r in reports) < 1:
@@ -443,7 +461,7 @@ async def test_record_the_database_refuses_is_isolated_and_dead_lettered(
         await sink.stop()
     (letter,) = await _dead_letters(settings, 1)
     assert letter.value == POISON
-    assert dict(letter.headers)[wire.HEADER_DLQ_REASON].startswith(b"archive refused the record")
+    assert dict(letter.headers)[wire.HEADER_DLQ_REASON].startswith(reason)
     assert _count(engine, "SELECT count(*) FROM stream_lines") == len(lines)
     assert all(r.committed for r in reports if r.records)
 
@@ -491,3 +509,60 @@ async def _committed(settings: Settings, name: str) -> int:
     finally:
         await consumer.stop()
     return sum(o or 0 for o in offsets)
+
+
+def _deep(depth: int) -> str:
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+DEEP_LINES: dict[str, Callable[[int], bytes]] = {
+    "content": lambda d: b'{"id":"deep","role":"assistant","content":' + _deep(d).encode() + b"}",
+    "array": lambda d: b"[" * d + b"]" * d,
+    "extra": lambda d: b'{"id":"deep","role":"assistant","extra":' + _deep(d).encode() + b"}",
+    "tool-result": lambda d: _raw(
+        id="deep",
+        role="assistant",
+        graphPath=TOOLS_PATH,
+        isInProcess=False,
+        toolCall={"name": wire.TOOL_SQL, "input": json.dumps(SQL_INPUT), "result": _deep(d)},
+    ),
+    "tool-input": lambda d: _raw(
+        id="deep",
+        role="assistant",
+        graphPath=TOOLS_PATH,
+        isInProcess=True,
+        toolCall={"name": wire.TOOL_SQL, "input": _deep(d)},
+    ),
+}
+
+
+@pytest.mark.parametrize("depth", [400, 1000, 5000])
+@pytest.mark.parametrize("where", sorted(DEEP_LINES))
+async def test_a_deeply_nested_line_is_archived_raw_with_its_error_and_the_sink_goes_on(
+    settings: Settings, engine: sa.Engine, produce: Produce, depth: int, where: str
+) -> None:
+    lines, events = _records("job-deep")
+    deep = LineEnvelope.from_raw(
+        job_id="job-deep",
+        attempt=1,
+        line_no=len(lines) + 1,
+        raw=DEEP_LINES[where](depth),
+        received_at=datetime.now(UTC),
+    )
+    events[-1] = events[-1].model_copy(update={"line_count": len(lines) + 1})
+    await produce([*lines, deep], events)
+    sink = await _started(settings)
+    try:
+        await _run_until(sink, lambda: _normalised(engine, "job-deep"))
+    finally:
+        await sink.stop()
+    (row,) = _rows(
+        engine, f"SELECT raw, parse_error FROM stream_lines WHERE line_no = {deep.line_no}"
+    )
+    assert bytes(row.raw) == deep.raw
+    if where.startswith("tool-"):  # the line parses; its payload is kept raw with the error
+        (call,) = _rows(engine, "SELECT payload_error FROM tool_calls WHERE message_id = 'deep'")
+        assert "is not JSON: nested deeper than" in call.payload_error
+    else:
+        assert row.parse_error.startswith(("invalid JSON: nested deeper than", "JSON list is not"))
+    assert _count(engine, "SELECT count(*) FROM answers WHERE job_id = 'job-deep'") == 1

@@ -84,3 +84,41 @@ def test_an_integer_past_pythons_digit_limit_is_a_parse_error_not_an_exception()
     assert message is None and error is not None and "4300" in error
     with pytest.raises(json.JSONDecodeError, match="4300"):
         json_values.loads(raw.decode())
+
+
+def _nested(depth: int) -> str:
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize(
+    ("value", "deeper"),
+    [
+        (1, False),
+        ([], False),
+        (json.loads(_nested(100)), False),
+        (json.loads(_nested(101)), True),
+        ({"rows": [[1, 2]] * 1000, "deep": json.loads("[" * 101 + "]" * 101)}, True),
+        ({"rows": [[1, 2]] * 1000, "text": "[" * 500}, False),
+    ],
+    ids=["scalar", "empty", "at-limit", "past-limit", "deep-beside-rows", "brackets-in-a-string"],
+)
+def test_deeper_than_counts_containers_not_brackets(value: object, deeper: bool) -> None:
+    assert json_values.deeper_than(value) is deeper
+
+
+@pytest.mark.parametrize("where", ["extra", "state", "toolCall"])
+def test_a_line_nested_past_max_depth_is_kept_with_its_error_before_any_model_reads_it(
+    where: str,
+) -> None:
+    raw = f'{{"id": "m", "role": "assistant", "{where}": {_nested(300)}}}'.encode()
+    message, error = parse_line(raw)
+    assert message is None
+    assert error == f"invalid JSON: nested deeper than {json_values.MAX_DEPTH} levels"
+
+
+def test_text_nested_deeper_than_the_archive_can_write_is_a_decode_error() -> None:
+    assert json_values.loads(_nested(254)) == json.loads(_nested(254))
+    with pytest.raises(json.JSONDecodeError, match="nested deeper than 254 levels"):
+        json_values.loads(_nested(255))
+    big = "[18446744073709551616, " + "[" * 300 + "]" * 300 + "]"  # json.dumps writes it
+    assert json_values.loads(big) == json.loads(big)
