@@ -7,9 +7,10 @@ or a test) and passed to :func:`chat_api.http.app.create_app`; nothing deeper re
 Environment variables (prefix ``CHATSCRIBE_``):
 
 ====================================  =========================================================
-``CHATSCRIBE_API_KEYS``               comma-separated API keys, exactly the set granted at each
-                                      start (default ``demo-key``; keys added with ``chatscribe
-                                      api keys add`` stay until revoked)
+``CHATSCRIBE_API_KEYS``               comma-separated API keys this process accepts, held in the
+                                      process and never stored (default ``demo-key``; keys added
+                                      with ``chatscribe api keys add`` are stored, for every
+                                      replica, until revoked)
 ``CHATSCRIBE_MAX_INPUT_CHARS``        longest chat ``input`` in characters (default 4000);
                                       longer is a 413 naming the limit
 ``CHATSCRIBE_CLOUD_REGION``           ``{cloudRegion}`` path segment served (default ``local``)

@@ -7,17 +7,21 @@ one service, created in one step, while ``migrations/`` versions the separate Po
 archive. A later schema change would get its own Alembic environment; until then
 ``create_all`` is idempotent and needs nothing from the operator.
 
-At start-up :func:`open_state` also makes the served account exist, makes the configured API
-keys (``CHATSCRIBE_API_KEYS``) the exact set of the account's keys marked ``source="config"``,
-and marks turns still ``running`` from a previous process as ``interrupted`` (their stream
-died with that process). Keys from the variable are replaced at each start, so a key removed
-from it stops working at the next start (issue 12: a rotated deployment must not keep
-accepting the old key). Keys added with ``chatscribe api keys add`` (``source="cli"``) stay
-until ``chatscribe api keys revoke`` removes them; adding a key the variable already granted
-makes it a cli key. The admin commands open the state without keys (``api_keys=None``) and
-leave the configured ones alone. One state database serves one running process at a time per
-account; a second process marks the first one's running turns ``interrupted`` (they are
-corrected when they end).
+At start-up :func:`open_state` also makes the served account exist and marks turns still
+``running`` from a previous process as ``interrupted`` (their stream died with that process).
+
+API keys have two homes. The configured keys (``CHATSCRIBE_API_KEYS``) live in the process: it
+holds their digests (:attr:`StateDatabase.configured`) and never writes them, so two replicas of
+one service on one state database with different variables (a rolling key change) each accept
+their own keys and never revoke each other's, and a key removed from the variable stops working
+when the process restarts without it (issue 12). Keys added with ``chatscribe api keys add``
+live in the database (``source="cli"``), seen by every process, until ``chatscribe api keys
+revoke`` removes them; adding a key the variable also grants makes it outlive the variable.
+Rows marked ``source="config"`` were written by earlier versions, which stored the variable's
+keys; a process started with keys deletes them, so nothing keeps accepting a key that the
+configuration dropped. The admin commands open the state without keys (``api_keys=None``).
+One state database serves one running process at a time per account for turns; a second
+process marks the first one's running turns ``interrupted`` (they are corrected when they end).
 
 All calls are synchronous; the HTTP layer runs them in worker threads.
 """
@@ -38,7 +42,6 @@ from sqlalchemy import (
     create_engine,
     delete,
     event,
-    func,
     insert,
     select,
     update,
@@ -68,20 +71,28 @@ class StateDatabase:
         engine: SQLAlchemy engine on the state database.
         account: The account this process serves (``accountName`` of the chat path).
         clock: Epoch seconds (``time.time``; tests pass a fake one).
+        configured: :func:`key_digest` of the keys this process was configured with
+            (``CHATSCRIBE_API_KEYS``); held here, never stored (module docstring).
     """
 
     engine: Engine
     account: str
     clock: Clock = field(default=time.time)
+    configured: frozenset[str] = frozenset()
 
     def __repr__(self) -> str:
         return f"StateDatabase(url={self.engine.url!r}, account={self.account!r})"
 
     def account_of_key(self, api_key: str) -> str | None:
-        """Returns: the account the API key belongs to, or None for an unknown key."""
-        query = select(tables.api_keys.c.account).where(
-            tables.api_keys.c.key_sha256 == key_digest(api_key)
-        )
+        """Returns: the account the API key belongs to, or None for an unknown key.
+
+        A configured key of this process is its account's; any other is looked up in the
+        database (keys added with ``chatscribe api keys add``).
+        """
+        digest = key_digest(api_key)
+        if digest in self.configured:
+            return self.account
+        query = select(tables.api_keys.c.account).where(tables.api_keys.c.key_sha256 == digest)
         with self.engine.connect() as conn:
             return conn.execute(query).scalar_one_or_none()
 
@@ -128,8 +139,9 @@ def open_state(
     Args:
         url: SQLAlchemy URL (``sqlite:///path`` or ``postgresql+psycopg://...``).
         account: The account served.
-        api_keys: The configured API keys of ``account`` (plain text; stored hashed): they
-            replace the account's keys from configuration. None leaves every key as it is.
+        api_keys: The configured API keys of ``account`` (plain text): held by the returned
+            state as digests, never stored; the rows earlier versions stored for their
+            configuration are deleted. None (the admin commands) leaves every key as it is.
         clock: Epoch seconds.
 
     Returns:
@@ -140,15 +152,15 @@ def open_state(
     """
     engine = create_state_engine(url)
     tables.metadata.create_all(engine)
-    state = StateDatabase(engine=engine, account=account, clock=clock)
+    digests = frozenset(key_digest(key) for key in api_keys or ())
+    state = StateDatabase(engine=engine, account=account, clock=clock, configured=digests)
     now = clock()
-    digests = {key_digest(key) for key in api_keys or ()}
     with engine.begin() as conn:
         found = select(tables.accounts).where(tables.accounts.c.name == account)
         if conn.execute(found).first() is None:
             conn.execute(insert(tables.accounts).values(name=account, created_at_s=now))
         if api_keys is not None:
-            _replace_config_keys(conn, account, digests, now=now)
+            _delete_stored_config_keys(conn, account)
         interrupted = conn.execute(
             update(tables.turns)
             .where(tables.turns.c.status == "running")
@@ -176,29 +188,23 @@ def _insert_missing_keys(
     return len(digests - known)
 
 
-def _replace_config_keys(conn: Connection, account: str, digests: set[str], *, now: float) -> None:
-    """The account's configuration keys become exactly ``digests``; cli keys stay."""
+def _delete_stored_config_keys(conn: Connection, account: str) -> None:
+    """Deletes the configuration keys earlier versions stored (module docstring)."""
     keys = tables.api_keys
     removed = conn.execute(
-        delete(keys).where(
-            keys.c.account == account,
-            keys.c.source == KEY_SOURCE_CONFIG,
-            keys.c.key_sha256.not_in(digests),
-        )
+        delete(keys).where(keys.c.account == account, keys.c.source == KEY_SOURCE_CONFIG)
     ).rowcount
-    _insert_missing_keys(conn, account, digests, source=KEY_SOURCE_CONFIG, now=now)
     if removed:
-        logger.info("api keys no longer configured removed account=%s count=%d", account, removed)
+        logger.info("stored configuration keys deleted account=%s count=%d", account, removed)
 
 
 def add_key(state: StateDatabase, api_key: str, *, source: str = KEY_SOURCE_CLI) -> bool:
-    """Adds ``api_key`` to the account.
+    """Stores ``api_key`` for the account, seen by every process on this database.
 
-    A key the configuration granted becomes a ``source`` key, so it outlives its removal from
-    ``CHATSCRIBE_API_KEYS``.
+    A key the configuration also grants now outlives its removal from ``CHATSCRIBE_API_KEYS``.
 
     Returns:
-        False when the key was already there.
+        False when the key was already stored.
     """
     keys, digest = tables.api_keys, key_digest(api_key)
     with state.engine.begin() as conn:
@@ -226,8 +232,9 @@ def revoke_key(state: StateDatabase, api_key: str) -> bool:
 
 
 def count_keys(state: StateDatabase) -> int:
-    """Returns: the number of API keys of the account."""
+    """Returns: the number of API keys ``state`` accepts: its configured ones and the stored."""
     keys = tables.api_keys
-    query = select(func.count()).where(keys.c.account == state.account)
+    query = select(keys.c.key_sha256).where(keys.c.account == state.account)
     with state.engine.connect() as conn:
-        return int(conn.execute(query).scalar_one())
+        stored = set(conn.execute(query).scalars())
+    return len(stored | state.configured)

@@ -103,9 +103,8 @@ def toolbox(database_path: Path) -> Toolbox:
 
 
 def _start(toolbox: Toolbox, database_path: Path, **fields: Any) -> Iterator[RunningServer]:
-    settings = ChatApiSettings(
-        api_keys=(SecretStr("other-key"), SecretStr(API_KEY)), database_path=database_path, **fields
-    )
+    fields.setdefault("api_keys", (SecretStr("other-key"), SecretStr(API_KEY)))
+    settings = ChatApiSettings(database_path=database_path, **fields)
     app = create_app(settings, toolbox=toolbox)
     for base_url in _serve_in_thread(app):
         yield RunningServer(base_url=base_url, settings=settings, app=app)

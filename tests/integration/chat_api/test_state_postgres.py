@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from chat_api.errors import SessionInvalidError, UserLimitError
 from chat_api.state.database import open_state
@@ -20,7 +21,9 @@ from models.chat import GenerateSessionRequest, SessionSettings
 from tests.integration.chat_api.chat_support import session, stream_lines
 
 if TYPE_CHECKING:
-    from tests.integration.chat_api.conftest import ServerStarter
+    from pathlib import Path
+
+    from tests.integration.chat_api.conftest import RunningServer, ServerStarter
 
 
 @pytest.fixture
@@ -66,3 +69,26 @@ async def test_a_server_on_postgresql_continues_a_thread_after_a_restart(
         second = await stream_lines(client, restarted, follow_up)
     assert second[0]["state"]["chatId"] == chat_id
     assert [m["role"] for m in second[-2]["state"]["messages"]] == ["user", "assistant"] * 2
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+async def test_two_replicas_on_one_state_database_never_revoke_each_others_keys(
+    start_server: ServerStarter, pg_state_url: str, tmp_path: Path, database: str
+) -> None:
+    """Configured keys live in each process; a replica's start stores nor deletes none."""
+    url = pg_state_url if database == "postgresql" else f"sqlite:///{tmp_path}/shared.sqlite3"
+    body = session("alice", origin="JFK")
+
+    async def status(client: httpx.AsyncClient, server: RunningServer, key: str) -> int:
+        headers = {"Authorization": f"Api-Key {key}"}
+        return (await client.post(server.session_url, json=body, headers=headers)).status_code
+
+    with (
+        start_server(api_database_url=url, api_keys=(SecretStr("blue-key"),)) as blue,
+        start_server(api_database_url=url, api_keys=(SecretStr("green-key"),)) as green,
+    ):
+        async with httpx.AsyncClient(timeout=30) as client:
+            assert await status(client, blue, "blue-key") == 200  # green started after blue
+            assert await status(client, green, "green-key") == 200
+            assert await status(client, blue, "green-key") == 401
+            assert await status(client, green, "blue-key") == 401

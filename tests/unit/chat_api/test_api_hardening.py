@@ -55,7 +55,8 @@ def test_the_variable_is_the_exact_set_of_keys_at_each_start(tmp_path: Path) -> 
     url = f"sqlite:///{tmp_path}/keys.sqlite3"
     first = open_state(url, account="demo", api_keys=["demo-key", "kept"])
     assert add_key(first, "from-cli") is True
-    assert add_key(first, "kept") is False  # already granted by the variable: now held by cli
+    assert add_key(first, "kept") is True  # stored now: it outlives the variable
+    assert add_key(first, "kept") is False
     rotated = open_state(url, account="demo", api_keys=["rotated"])
     assert rotated.account_of_key("demo-key") is None
     assert rotated.account_of_key("rotated") == "demo"
@@ -63,11 +64,31 @@ def test_the_variable_is_the_exact_set_of_keys_at_each_start(tmp_path: Path) -> 
     assert rotated.account_of_key("kept") == "demo"
 
 
-def test_a_state_opened_without_keys_leaves_the_granted_keys_alone(tmp_path: Path) -> None:
+def test_a_state_opened_without_keys_leaves_the_stored_keys_alone(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/keys.sqlite3"
-    open_state(url, account="demo", api_keys=["served"])
+    served = open_state(url, account="demo", api_keys=["served"])
+    add_key(served, "from-cli")
     reopened = open_state(url, account="demo")  # the admin commands open it so
-    assert reopened.account_of_key("served") == "demo"
+    assert reopened.account_of_key("from-cli") == "demo"
+    assert reopened.account_of_key("served") is None  # the process's own, never stored
+    assert served.account_of_key("served") == "demo"
+
+
+def test_a_replica_started_with_other_keys_revokes_none_of_the_first_ones(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/keys.sqlite3"
+    blue = open_state(url, account="demo", api_keys=["blue"])
+    green = open_state(url, account="demo", api_keys=["green"])
+    assert (blue.account_of_key("blue"), green.account_of_key("green")) == ("demo", "demo")
+    assert (blue.account_of_key("green"), green.account_of_key("blue")) == (None, None)
+
+
+def test_configuration_keys_an_earlier_version_stored_are_deleted_at_start(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/keys.sqlite3"
+    state = open_state(url, account="demo")
+    add_key(state, "old-config", source="config")  # how earlier versions stored the variable
+    assert state.account_of_key("old-config") == "demo"
+    restarted = open_state(url, account="demo", api_keys=["new"])
+    assert restarted.account_of_key("old-config") is None
 
 
 def test_compose_runs_with_no_well_known_key() -> None:

@@ -75,7 +75,7 @@ def test_keys_are_stored_hashed_and_cli_keys_stay_until_revoked(tmp_path: Path) 
     state = open_state(url, account="demo", api_keys=["old", "kept"])
     assert state.account_of_key("old") == "demo"
     assert key_digest("old") != "old"
-    assert add_key(state, "old") is False  # now a cli key: it outlives the variable
+    assert add_key(state, "old") is True  # stored: it outlives the variable
     reopened = open_state(url, account="demo", api_keys=["kept"])
     assert reopened.account_of_key("old") == "demo"
     assert revoke_key(reopened, "old") is True
