@@ -326,11 +326,22 @@ class ProcessStack:
     def start_chat_apis(self, apis: Sequence[ChatApi]) -> None:
         """Starts them all, then waits until each answers ``/healthz``."""
         serve = ("api", "serve", "--host", "127.0.0.1", "--port")
-        started = [(api, self.start(api.name, *serve, str(api.port), **api.env)) for api in apis]
+        started = [
+            (api, self.start(api.name, *serve, str(api.port), **self._own_state(api)))
+            for api in apis
+        ]
         self.chat_apis += [process for _, process in started]
         for api, process in started:
             wait_healthy(process, api.port, timeout_s=self.ready_timeout_s)
             self.chat_urls[api.name] = api.url
+
+    def _own_state(self, api: ChatApi) -> dict[str, str]:
+        """Returns: ``api.env`` with a state database of its own, unless it names one.
+
+        So no other Chat API on the machine shares its users, threads or sessions.
+        """
+        own = f"sqlite:///{self.logs / api.name}-state.sqlite3"
+        return {"CHATSCRIBE_API_DATABASE_URL": own, **api.env}
 
     def start_worker(self, name: str = "worker", **extra_env: str) -> ServiceProcess:
         if self.worker_ids:
