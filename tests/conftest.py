@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from tests.stack_support import pg_schema_made
+from tests.stack_support import TOPIC_PREFIXES, pg_schema_made
 
 # Same defaults as pipeline/settings.py and ops/services.sh.
 DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:19092"
@@ -60,16 +60,41 @@ def _run_in_own_loop(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
+async def _delete_own_topics(bootstrap: str, prefixes: tuple[str, ...]) -> int:
+    """Deletes the topics whose names start with one of ``prefixes``; returns how many."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+    try:
+        await admin.start()
+        own = sorted(t for t in await admin.list_topics() if t.startswith(prefixes))
+        for start in range(0, len(own), TOPICS_PER_DELETE):
+            await admin.delete_topics(own[start : start + TOPICS_PER_DELETE])
+        return len(own)
+    finally:
+        await admin.close()
+
+
+TOPICS_PER_DELETE = 100
+
+
 @pytest.fixture(scope="session")
-def kafka_bootstrap() -> str:
-    """``host:port`` of a Kafka broker that answers an admin call (list topics)."""
+def kafka_bootstrap() -> Iterator[str]:
+    """``host:port`` of a Kafka broker that answers an admin call (list topics).
+
+    At the session's end the topics of this session's test settings and names
+    (:data:`tests.stack_support.TOPIC_PREFIXES`) are deleted: only those, so a test run
+    beside this one keeps its own, and the broker's start-up does not slow down run after run
+    (it loads every partition's log before it serves).
+    """
     bootstrap = os.environ.get("CHATSCRIBE_KAFKA_BOOTSTRAP", DEFAULT_KAFKA_BOOTSTRAP)
     try:
         _run_in_own_loop(_list_kafka_topics(bootstrap))
     except Exception as exc:
         problem = f"Kafka does not answer at {bootstrap} ({type(exc).__name__}: {exc})."
     else:
-        return bootstrap
+        yield bootstrap
+        if TOPIC_PREFIXES:
+            _run_in_own_loop(_delete_own_topics(bootstrap, tuple(TOPIC_PREFIXES)))
+        return
     pytest.fail(f"{problem} {START_HINT}", pytrace=False)  # outside `except`: no chained traceback
 
 
@@ -102,7 +127,9 @@ def unique_name() -> NameFactory:
     """
 
     def make(suffix: str) -> str:
-        return f"t-{uuid4().hex[:10]}-{suffix}"
+        name = f"t-{uuid4().hex[:10]}-{suffix}"
+        TOPIC_PREFIXES.add(name)
+        return name
 
     return make
 

@@ -49,6 +49,9 @@ API_KEY = "stack-key"
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 LOG_TAIL_CHARS = 6000
+TOPIC_PREFIXES: set[str] = set()
+"""Starts of the topic names this test session made (:func:`unique_settings`' prefixes, the
+``unique_name`` fixture's names); ``kafka_bootstrap`` deletes those topics at the session's end."""
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 """Prometheus samples: ``(name, sorted label pairs) -> value``."""
 
@@ -207,6 +210,7 @@ def unique_settings(
         overrides: Further settings (``api_key`` defaults to :data:`API_KEY`).
     """
     name = f"{tag}{uuid.uuid4().hex[:10]}"
+    TOPIC_PREFIXES.add(f"{name}.")
     values: dict[str, Any] = {
         "kafka_bootstrap": kafka_bootstrap,
         "database_url": database_url,

@@ -40,6 +40,7 @@ from models.records import ChatJob, JobEvent
 from pipeline.kafka.clients import create_consumer, create_producer
 from pipeline.settings import Settings
 from pipeline.worker.attempts import ERROR_TYPE_SUPERSEDED
+from tests.stack_support import TOPIC_PREFIXES
 
 API_KEY = "worker-test-key"
 CHAT_PATH = wire.CHAT_PATH_TEMPLATE.format(cloud_region="t", account_name="acme", agent_id="7")
@@ -313,6 +314,7 @@ def unique_prefix() -> str:
 
 def worker_settings(kafka_bootstrap: str, name: str, **overrides: Any) -> Settings:
     """Settings with a unique topic prefix and worker group for ``name``."""
+    TOPIC_PREFIXES.add(f"{name}.")
     return Settings(
         kafka_bootstrap=kafka_bootstrap,
         topic_prefix=f"{name}.",
