@@ -32,6 +32,12 @@ class Settings(BaseSettings):
 
     Attributes:
         kafka_bootstrap: ``host:port[,host:port]`` of the Kafka brokers.
+        kafka_replication_factor: Replicas of each topic the pipeline creates; None: from the
+            cluster, 3 where it has 3 brokers or more, else one per broker
+            (:func:`pipeline.kafka.clients.cluster_replication`).
+        kafka_min_insync_replicas: ``min.insync.replicas`` of the topics it creates, the
+            replicas that must hold a record before ``acks=all`` acknowledges it; None: one
+            fewer than the replication factor, at least 1 (2 of 3).
         database_url: SQLAlchemy URL of the PostgreSQL archive (``postgresql+psycopg://``).
         database_schema: PostgreSQL schema holding the archive tables.
         topic_prefix: Prepended to every topic name (tests use a unique one).
@@ -72,6 +78,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CHATSCRIBE_", frozen=True, extra="ignore")
 
     kafka_bootstrap: str = DEFAULT_KAFKA_BOOTSTRAP
+    kafka_replication_factor: int | None = Field(default=None, ge=1)
+    kafka_min_insync_replicas: int | None = Field(default=None, ge=1)
     database_url: SecretStr = SecretStr(DEFAULT_DATABASE_URL)
     database_schema: str = Field(default="public", pattern=r"^[a-z_][a-z0-9_]*$")
     topic_prefix: str = ""

@@ -9,7 +9,10 @@ Settings that matter for correctness (``local-services.md``, "Client settings wo
 * producer ``max_request_size``, consumer ``max_partition_fetch_bytes`` and the broker's
   ``message.max.bytes`` all equal ``settings.max_record_bytes``: a consumer whose fetch size is
   below the largest record gets stuck;
-* consumers never auto-commit: offsets are committed after the work is durable.
+* consumers never auto-commit: offsets are committed after the work is durable;
+* topics are created with a replication factor and ``min.insync.replicas`` from the settings or,
+  by default, from the cluster's size (:func:`replication_for`: 3 and 2 on three brokers), so
+  ``acks=all`` means a record is on two brokers before it is acknowledged.
 
 aiokafka errors are translated here, once, into :class:`RecordDeliveryError` (transient) and
 :class:`RecordTooLargeError` (permanent).
@@ -20,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -33,6 +37,9 @@ from pipeline.errors import RecordDeliveryError, RecordTooLargeError
 from pipeline.settings import Settings
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_REPLICATION: Final = 3
+"""Replicas of a new topic on a cluster of three brokers or more (:func:`replication_for`)."""
 
 LINGER_MS: Final = 0
 """No lingering: a batch leaves as soon as the partition has no request in flight, and records
@@ -118,13 +125,66 @@ def create_consumer(
     return AIOKafkaConsumer(*topics, **options)
 
 
+@dataclass(frozen=True)
+class Replication:
+    """How the topics the pipeline creates are replicated.
+
+    Attributes:
+        factor: Replicas of each partition.
+        min_insync: ``min.insync.replicas``: the replicas that must hold a record before an
+            ``acks=all`` producer (ours) is acknowledged; a partition with fewer in sync refuses
+            writes rather than keep a record on too few brokers.
+    """
+
+    factor: int
+    min_insync: int
+
+
+def replication_for(brokers: int, settings: Settings) -> Replication:
+    """Returns: the replication of new topics on a cluster of ``brokers`` brokers.
+
+    The settings' values when given; otherwise 3 and 2 on three brokers or more, one replica
+    per broker and one fewer in sync (at least 1) on smaller clusters: 1 and 1 on one node.
+    That is the usual production choice (Kafka's documentation, "Replication": a replication
+    factor of 3 with ``min.insync.replicas`` 2 survives one broker's loss without refusing
+    writes).
+    """
+    factor = settings.kafka_replication_factor or max(1, min(DEFAULT_REPLICATION, brokers))
+    min_insync = settings.kafka_min_insync_replicas or max(1, factor - 1)
+    return Replication(factor=factor, min_insync=min(min_insync, factor))
+
+
+async def cluster_replication(settings: Settings) -> Replication:
+    """Returns: :func:`replication_for` the cluster at ``settings.kafka_bootstrap``.
+
+    Raises:
+        RecordDeliveryError: The cluster could not be reached.
+    """
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    try:
+        await admin.start()
+        cluster = await admin.describe_cluster()
+    except KafkaError as exc:
+        raise RecordDeliveryError(
+            f"cannot describe the cluster: {exc!r}", topic=settings.kafka_bootstrap
+        ) from exc
+    finally:
+        await admin.close()
+    return replication_for(len(cluster["brokers"]), settings)
+
+
 async def ensure_topics(
     settings: Settings, names: Iterable[str], partitions: int = DEFAULT_PARTITIONS
 ) -> list[str]:
-    """Creates the topics that do not exist yet (replication factor 1: one-node clusters).
+    """Creates the topics that do not exist yet, and warns about under-replicated ones.
+
+    New topics get :func:`replication_for` the cluster (the number of brokers it reports).
+    A topic it uses whose partitions have fewer replicas than that, or fewer in sync than
+    their replicas, is logged as a warning naming the partitions: records there are one
+    broker's loss away from being refused (or lost, with fewer replicas than wanted).
 
     Args:
-        settings: Bootstrap servers and ``topic_prefix``.
+        settings: Bootstrap servers, ``topic_prefix`` and the replication settings.
         names: Topic names from :mod:`models.wire`; the prefix is applied here.
         partitions: Partitions of each created topic.
 
@@ -139,18 +199,60 @@ async def ensure_topics(
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
     try:
         await admin.start()
+        replication = replication_for(len((await admin.describe_cluster())["brokers"]), settings)
         missing = sorted(set(wanted) - set(await admin.list_topics()))
         if missing:
-            new = [NewTopic(name, partitions, 1) for name in missing]
+            configs = {"min.insync.replicas": str(replication.min_insync)}
+            new = [
+                NewTopic(name, partitions, replication.factor, None, configs) for name in missing
+            ]
             response = await admin.create_topics(new)
             _check_created(response.topic_errors)
+        existing = sorted(set(wanted) - set(missing))
+        if existing:
+            _warn_under_replicated(await admin.describe_topics(existing), replication.factor)
     except KafkaError as exc:
         raise RecordDeliveryError(f"cannot create topics: {exc!r}", topic=",".join(wanted)) from exc
     finally:
         await admin.close()
     if missing:
-        logger.info("topics created topics=%s partitions=%s", ",".join(missing), partitions)
+        logger.info(
+            "topics created topics=%s partitions=%s replication_factor=%d min_insync_replicas=%d",
+            ",".join(missing),
+            partitions,
+            replication.factor,
+            replication.min_insync,
+        )
     return missing
+
+
+def under_replicated(topics: Iterable[dict[str, Any]], factor: int) -> list[str]:
+    """Finds the partitions with fewer than ``factor`` replicas or fewer in sync than they have.
+
+    Args:
+        topics: ``describe_topics`` answers (each partition's ``replicas`` and ``isr`` ids).
+        factor: The replication factor wanted.
+
+    Returns:
+        ``topic:partition`` of each, sorted.
+    """
+    found: list[str] = []
+    for topic in topics:
+        for part in topic.get("partitions", ()):
+            replicas, isr = part.get("replicas", []), part.get("isr", [])
+            if len(replicas) < factor or len(isr) < len(replicas):
+                found.append(f"{topic['topic']}:{part['partition']}")
+    return sorted(found)
+
+
+def _warn_under_replicated(topics: Iterable[dict[str, Any]], factor: int) -> None:
+    found = under_replicated(topics, factor)
+    if found:
+        logger.warning(
+            "under-replicated partitions (fewer than %d replicas, or replicas out of sync): %s",
+            factor,
+            ",".join(found),
+        )
 
 
 def _check_created(topic_errors: Iterable[tuple[Any, ...]]) -> None:

@@ -58,6 +58,7 @@ from pipeline.kafka.clients import (
     DEFAULT_PARTITIONS,
     LINES_LINGER_MS,
     JobOutput,
+    cluster_replication,
     create_producer,
     ensure_topics,
 )
@@ -266,12 +267,15 @@ class WorkerResources(Service):
             logger.warning("record key is not the job id job_id=%s key=%r", job.job_id, key)
 
 
-def create_app(settings: Settings) -> faust.App:
+def create_app(settings: Settings, *, replication_factor: int | None = None) -> faust.App:
     """Builds the worker's faust app (not started).
 
     Args:
         settings: Kafka address, topic prefix, consumer group (``worker_group``), concurrency,
             record size and deadlines.
+        replication_factor: Replicas of the topics faust creates (its partition-assignment
+            leader topic; ours exist before it starts, :func:`run_worker`); None:
+            ``settings.kafka_replication_factor`` or 1.
 
     Returns:
         A faust app with the ``chat.requests`` agent (``worker_concurrency`` jobs at once) and
@@ -287,7 +291,7 @@ def create_app(settings: Settings) -> faust.App:
         web_enabled=False,
         store="memory://",
         topic_partitions=DEFAULT_PARTITIONS,
-        topic_replication_factor=1,
+        topic_replication_factor=replication_factor or settings.kafka_replication_factor or 1,
         key_serializer="raw",
         value_serializer="raw",
         consumer_auto_offset_reset="earliest",
@@ -367,7 +371,11 @@ def run_worker(settings: Settings, *, loglevel: str = "info") -> None:
     """
     loop = uvloop.new_event_loop()  # libuv: cheaper reads and timers per stream (issue 13)
     asyncio.set_event_loop(loop)
-    app = create_app(settings)
+    # Every topic the worker reads or writes is created here, replicated for the cluster
+    # (pipeline.kafka.clients.replication_for), before faust could create one with its own.
+    loop.run_until_complete(ensure_topics(settings, wire.ALL_TOPICS))
+    replication = loop.run_until_complete(cluster_replication(settings))
+    app = create_app(settings, replication_factor=replication.factor)
     if settings.metrics_port is not None:
         metrics.serve(settings.metrics_port)
     worker = faust.Worker(

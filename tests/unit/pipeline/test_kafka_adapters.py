@@ -19,9 +19,10 @@ from pipeline.errors import (
     TransientError,
 )
 from pipeline.kafka import consumer
-from pipeline.kafka.clients import key_partition
+from pipeline.kafka.clients import key_partition, replication_for, under_replicated
 from pipeline.kafka.dead_letters import MAX_REASON_CHARS, send_dead_letters
 from pipeline.kafka.lag import records_behind
+from pipeline.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -147,3 +148,38 @@ def test_key_partition_orders_partitions_by_id_and_refuses_none() -> None:
     assert key_partition(b"foobar", ids) == sorted(ids)[index]
     with pytest.raises(ValueError, match="no partitions"):
         key_partition(b"foobar", [])
+
+
+@pytest.mark.parametrize(
+    ("brokers", "factor", "min_insync", "expected"),
+    [
+        (1, None, None, (1, 1)),
+        (2, None, None, (2, 1)),
+        (3, None, None, (3, 2)),
+        (6, None, None, (3, 2)),
+        (3, 2, None, (2, 1)),
+        (3, None, 3, (3, 3)),
+        (1, 1, 2, (1, 1)),  # never more in sync than replicas
+    ],
+)
+def test_replication_comes_from_the_cluster_unless_set(
+    brokers: int, factor: int | None, min_insync: int | None, expected: tuple[int, int]
+) -> None:
+    settings = Settings(kafka_replication_factor=factor, kafka_min_insync_replicas=min_insync)
+    found = replication_for(brokers, settings)
+    assert (found.factor, found.min_insync) == expected
+
+
+def test_under_replicated_names_partitions_short_of_replicas_or_out_of_sync() -> None:
+    described = [
+        {
+            "topic": "t",
+            "partitions": [
+                {"partition": 0, "replicas": [1, 2, 3], "isr": [1, 2, 3]},
+                {"partition": 1, "replicas": [1, 2, 3], "isr": [1, 3]},
+                {"partition": 2, "replicas": [1], "isr": [1]},
+            ],
+        }
+    ]
+    assert under_replicated(described, 3) == ["t:1", "t:2"]
+    assert under_replicated(described, 1) == ["t:1"]
