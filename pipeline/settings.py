@@ -6,9 +6,10 @@ deeper reads ``os.environ``. Defaults match what ``ops/services.sh`` starts.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from models import wire
@@ -38,6 +39,13 @@ class Settings(BaseSettings):
         kafka_min_insync_replicas: ``min.insync.replicas`` of the topics it creates, the
             replicas that must hold a record before ``acks=all`` acknowledges it; None: one
             fewer than the replication factor, at least 1 (2 of 3).
+        kafka_security_protocol: How every Kafka client connects: ``PLAINTEXT`` (local),
+            ``SSL`` (TLS), ``SASL_PLAINTEXT`` or ``SASL_SSL`` (what managed services require).
+        kafka_sasl_mechanism: ``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512`` with a SASL
+            protocol; ``kafka_sasl_username`` and ``kafka_sasl_password`` its credentials.
+        kafka_ssl_cafile: PEM file of the certificate authorities to trust (None: the
+            system's); ``kafka_ssl_certfile`` and ``kafka_ssl_keyfile``: a client certificate
+            and its key, for brokers that authenticate clients by certificate (mutual TLS).
         database_url: SQLAlchemy URL of the PostgreSQL archive (``postgresql+psycopg://``).
         database_schema: PostgreSQL schema holding the archive tables.
         topic_prefix: Prepended to every topic name (tests use a unique one).
@@ -80,6 +88,13 @@ class Settings(BaseSettings):
     kafka_bootstrap: str = DEFAULT_KAFKA_BOOTSTRAP
     kafka_replication_factor: int | None = Field(default=None, ge=1)
     kafka_min_insync_replicas: int | None = Field(default=None, ge=1)
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_cafile: Path | None = None
+    kafka_ssl_certfile: Path | None = None
+    kafka_ssl_keyfile: Path | None = None
     database_url: SecretStr = SecretStr(DEFAULT_DATABASE_URL)
     database_schema: str = Field(default="public", pattern=r"^[a-z_][a-z0-9_]*$")
     topic_prefix: str = ""
@@ -115,6 +130,17 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
+
+    @model_validator(mode="after")
+    def _sasl_has_credentials(self) -> Settings:
+        """A SASL protocol without a username and password is refused at start, by name."""
+        sasl = self.kafka_security_protocol.startswith("SASL_")
+        if sasl and (self.kafka_sasl_username is None or self.kafka_sasl_password is None):
+            raise ValueError(
+                f"CHATSCRIBE_KAFKA_SECURITY_PROTOCOL={self.kafka_security_protocol} needs "
+                "CHATSCRIBE_KAFKA_SASL_USERNAME and CHATSCRIBE_KAFKA_SASL_PASSWORD"
+            )
+        return self
 
     def topic(self, name: str) -> str:
         """Returns: the topic ``name`` (a :mod:`models.wire` constant) with the prefix applied."""

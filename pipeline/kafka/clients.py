@@ -28,7 +28,9 @@ from typing import Any, Final
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from aiokafka.conn import create_conn
+from aiokafka.errors import KafkaConnectionError, KafkaError, MessageSizeTooLargeError
+from aiokafka.helpers import create_ssl_context
 from aiokafka.partitioner import DefaultPartitioner
 
 from models.records import Headers, JobEvent
@@ -69,8 +71,80 @@ DEFAULT_PARTITIONS: Final = 4
 TOPIC_ERROR_ALREADY_EXISTS: Final = 36
 """Kafka protocol error code TOPIC_ALREADY_EXISTS in a CreateTopics response."""
 
+BOOTSTRAP_CHECK_MS: Final = 10_000
+"""How long :func:`bootstrap_problem` waits for each server."""
 PRUNE_PENDING_AT: Final = 1024
 """A job's output forgets acknowledged records once this many are tracked."""
+
+
+def connection_options(settings: Settings) -> dict[str, Any]:
+    """Returns: how every aiokafka client of the pipeline connects (TLS and SASL).
+
+    ``security_protocol``; with SSL or SASL_SSL an ``ssl_context`` made by aiokafka's
+    ``create_ssl_context`` (the CA file, or the system's CAs, and a client certificate when
+    set; host names verified); with a SASL protocol the mechanism and credentials. PLAINTEXT
+    adds nothing. Source: aiokafka, "SSL/SASL" (https://aiokafka.readthedocs.io/en/stable/).
+
+    Raises:
+        FileNotFoundError, ssl.SSLError: A CA, certificate or key file is missing or invalid.
+    """
+    protocol = settings.kafka_security_protocol
+    options: dict[str, Any] = {"security_protocol": protocol}
+    if protocol in ("SSL", "SASL_SSL"):
+        options["ssl_context"] = create_ssl_context(
+            cafile=settings.kafka_ssl_cafile and str(settings.kafka_ssl_cafile),
+            certfile=settings.kafka_ssl_certfile and str(settings.kafka_ssl_certfile),
+            keyfile=settings.kafka_ssl_keyfile and str(settings.kafka_ssl_keyfile),
+        )
+    if protocol.startswith("SASL_"):
+        password = settings.kafka_sasl_password
+        options["sasl_mechanism"] = settings.kafka_sasl_mechanism
+        options["sasl_plain_username"] = settings.kafka_sasl_username
+        options["sasl_plain_password"] = password.get_secret_value() if password else None
+    return options
+
+
+async def bootstrap_problem(settings: Settings) -> str | None:
+    """Connects once to each bootstrap server and says why none would take the pipeline.
+
+    aiokafka's clients report a refused TLS handshake or SASL login only as "Unable to
+    bootstrap" (the reason goes to its log), so the errors raised at start add this.
+
+    Returns:
+        None when a server accepted the connection (and the login); otherwise each
+        server's error, e.g. ``"127.0.0.1:9093: SaslAuthenticationFailed: ... Invalid
+        username or password"``.
+    """
+    reasons: list[str] = []
+    for server in settings.kafka_bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            conn = await create_conn(
+                host,
+                int(port),
+                request_timeout_ms=BOOTSTRAP_CHECK_MS,
+                **connection_options(settings),
+            )
+        except (OSError, ValueError, KafkaError) as exc:
+            reasons.append(f"{server.strip()}: {type(exc).__name__}: {exc}")
+        else:
+            conn.close()
+            return None
+    return "; ".join(reasons)
+
+
+async def _start_error(settings: Settings, what: str, exc: KafkaError) -> RecordDeliveryError:
+    """Returns: the error for a failed admin call, with :func:`bootstrap_problem`'s reason."""
+    problem = await bootstrap_problem(settings) if isinstance(exc, KafkaConnectionError) else None
+    reason = f"{what}: {exc!r}" + (f" ({problem})" if problem else "")
+    return RecordDeliveryError(reason, topic=settings.kafka_bootstrap)
+
+
+def create_admin(settings: Settings) -> AIOKafkaAdminClient:
+    """Builds (does not start) an admin client with :func:`connection_options`."""
+    return AIOKafkaAdminClient(
+        bootstrap_servers=settings.kafka_bootstrap, **connection_options(settings)
+    )
 
 
 def create_producer(
@@ -87,6 +161,7 @@ def create_producer(
     """
     return AIOKafkaProducer(
         bootstrap_servers=settings.kafka_bootstrap,
+        **connection_options(settings),
         client_id=client_id,
         enable_idempotence=True,
         acks="all",
@@ -115,6 +190,7 @@ def create_consumer(
     """
     options: dict[str, Any] = {
         "bootstrap_servers": settings.kafka_bootstrap,
+        **connection_options(settings),
         "group_id": group_id,
         "enable_auto_commit": False,
         "max_partition_fetch_bytes": settings.max_record_bytes,
@@ -160,14 +236,12 @@ async def cluster_replication(settings: Settings) -> Replication:
     Raises:
         RecordDeliveryError: The cluster could not be reached.
     """
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    admin = create_admin(settings)
     try:
         await admin.start()
         cluster = await admin.describe_cluster()
     except KafkaError as exc:
-        raise RecordDeliveryError(
-            f"cannot describe the cluster: {exc!r}", topic=settings.kafka_bootstrap
-        ) from exc
+        raise await _start_error(settings, "cannot describe the cluster", exc) from exc
     finally:
         await admin.close()
     return replication_for(len(cluster["brokers"]), settings)
@@ -196,7 +270,7 @@ async def ensure_topics(
     """
     wanted = [settings.topic(name) for name in names]
     missing: list[str] = []
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    admin = create_admin(settings)
     try:
         await admin.start()
         replication = replication_for(len((await admin.describe_cluster())["brokers"]), settings)
@@ -212,7 +286,7 @@ async def ensure_topics(
         if existing:
             _warn_under_replicated(await admin.describe_topics(existing), replication.factor)
     except KafkaError as exc:
-        raise RecordDeliveryError(f"cannot create topics: {exc!r}", topic=",".join(wanted)) from exc
+        raise await _start_error(settings, "cannot create topics", exc) from exc
     finally:
         await admin.close()
     if missing:

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from aiokafka import TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from models import wire
@@ -37,6 +36,7 @@ from pipeline.errors import (
 )
 from pipeline.kafka.clients import (
     Pending,
+    create_admin,
     create_consumer,
     create_producer,
     delivered,
@@ -259,7 +259,7 @@ async def replay(settings: Settings, letters: Sequence[StoredDeadLetter]) -> lis
 
 async def _partitions(settings: Settings, topics: Iterable[str]) -> list[TopicPartition]:
     """Returns: every partition of those ``topics`` that exist (none is created)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    admin = create_admin(settings)
     try:
         await admin.start()
         existing = sorted(set(topics) & set(await admin.list_topics()))

@@ -59,6 +59,7 @@ from pipeline.kafka.clients import (
     LINES_LINGER_MS,
     JobOutput,
     cluster_replication,
+    connection_options,
     create_producer,
     ensure_topics,
 )
@@ -267,6 +268,26 @@ class WorkerResources(Service):
             logger.warning("record key is not the job id job_id=%s key=%r", job.job_id, key)
 
 
+def broker_credentials(settings: Settings) -> faust.auth.Credentials | None:
+    """Returns: faust's form of :func:`pipeline.kafka.clients.connection_options` (None: PLAINTEXT).
+
+    faust's aiokafka driver turns these into the same ``security_protocol``, ``ssl_context``
+    and SASL options as the pipeline's own clients (``credentials_to_aiokafka_auth``).
+    """
+    options = connection_options(settings)
+    protocol = options["security_protocol"]
+    if protocol == "SSL":
+        return faust.SSLCredentials(options["ssl_context"])
+    if protocol.startswith("SASL_"):
+        return faust.SASLCredentials(
+            username=options["sasl_plain_username"],
+            password=options["sasl_plain_password"],
+            ssl_context=options.get("ssl_context"),
+            mechanism=options["sasl_mechanism"],
+        )
+    return None
+
+
 def create_app(settings: Settings, *, replication_factor: int | None = None) -> faust.App:
     """Builds the worker's faust app (not started).
 
@@ -292,6 +313,7 @@ def create_app(settings: Settings, *, replication_factor: int | None = None) -> 
         store="memory://",
         topic_partitions=DEFAULT_PARTITIONS,
         topic_replication_factor=replication_factor or settings.kafka_replication_factor or 1,
+        broker_credentials=broker_credentials(settings),
         key_serializer="raw",
         value_serializer="raw",
         consumer_auto_offset_reset="earliest",

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaConnectionError
+from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
 from models import wire
 from models.records import DeadLetter
@@ -19,10 +20,16 @@ from pipeline.errors import (
     TransientError,
 )
 from pipeline.kafka import consumer
-from pipeline.kafka.clients import key_partition, replication_for, under_replicated
+from pipeline.kafka.clients import (
+    connection_options,
+    key_partition,
+    replication_for,
+    under_replicated,
+)
 from pipeline.kafka.dead_letters import MAX_REASON_CHARS, send_dead_letters
 from pipeline.kafka.lag import records_behind
 from pipeline.settings import Settings
+from pipeline.worker.app import broker_credentials
 
 
 @dataclass(frozen=True)
@@ -183,3 +190,27 @@ def test_under_replicated_names_partitions_short_of_replicas_or_out_of_sync() ->
     ]
     assert under_replicated(described, 3) == ["t:1", "t:2"]
     assert under_replicated(described, 1) == ["t:1"]
+
+
+def test_faust_gets_the_same_tls_and_sasl_settings_as_the_pipelines_clients() -> None:
+    assert broker_credentials(Settings()) is None
+    sasl = Settings(
+        kafka_security_protocol="SASL_PLAINTEXT",
+        kafka_sasl_mechanism="SCRAM-SHA-512",
+        kafka_sasl_username="svc",
+        kafka_sasl_password="secret",
+    )
+    found = broker_credentials(sasl)
+    options = credentials_to_aiokafka_auth(found)
+    assert options == {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "svc",
+        "sasl_plain_password": "secret",
+        "ssl_context": None,
+    }
+    assert {k: v for k, v in connection_options(sasl).items()} == {
+        k: v for k, v in options.items() if k != "ssl_context"
+    }
+    tls = credentials_to_aiokafka_auth(broker_credentials(Settings(kafka_security_protocol="SSL")))
+    assert tls["security_protocol"] == "SSL" and tls["ssl_context"] is not None
