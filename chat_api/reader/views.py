@@ -73,7 +73,8 @@ def fitted(links: Sequence[Link], index: ModelIndex, view: ViewIndex) -> list[Li
         words_ = ", ".join(f"'{w}'" for w in missing)
         raise UnreadableQuestionError(
             f"{words_} and the rest of the question are in different parts of the data model "
-            f"({view.name} has no {words_}); ask about one at a time."
+            f"({view.name} has no {words_}); ask about one at a time.",
+            words=tuple(dict.fromkeys(missing)),
         )
     return fitted
 

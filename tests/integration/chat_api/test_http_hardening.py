@@ -17,8 +17,7 @@ import httpx
 import pytest
 
 from chat_api.settings import DEFAULT_MAX_INPUT_CHARS
-from models.chat import ToolCall
-from models.tools import sql_result
+from models import wire
 from tests.integration.chat_api.chat_support import MARCH, session, stream_lines
 
 if TYPE_CHECKING:
@@ -204,16 +203,6 @@ async def test_an_empty_attribute_value_is_a_400(
 # -- 6. weather is scoped like flights -------------------------------------------------------
 
 
-def _sql_rows(lines: list[dict[str, Any]]) -> list[list[Any]]:
-    for line in lines:
-        call = line.get("toolCall") or {}
-        if call.get("name") == "svcSqlApi" and "result" in call:
-            result = sql_result(ToolCall.model_validate(call))
-            assert result is not None and result.error is None, call
-            return [list(row) for row in result.data or []]
-    raise AssertionError("no SQL tool result")
-
-
 async def test_a_jfk_user_reads_only_jfk_weather(
     server: RunningServer, client: httpx.AsyncClient
 ) -> None:
@@ -222,8 +211,10 @@ async def test_a_jfk_user_reads_only_jfk_weather(
             "input": f"Average wind speed at {airport}",
             "sessionSettings": session("jfkwx", origin="JFK"),
         }
-        rows = _sql_rows(await stream_lines(client, server, body))
-        assert rows == [] or all(value in (None, "0", 0) for row in rows for value in row), rows
+        lines = await stream_lines(client, server, body)
+        (final,) = [line for line in lines if line.get("graphPath") == [wire.GRAPH_FINAL]]
+        assert "not visible to you" in final["content"]  # said, not a figure (issue 24)
+        assert lines[-1]["usage"]["sqlQueries"] == 0
 
 
 # -- 7. thread probing -----------------------------------------------------------------------

@@ -74,10 +74,13 @@ def test_access_check_narrows_a_share_and_keeps_other_views() -> None:
     check = access_check(spec, visible=frozenset({"JFK"}), origins=origins, attributes={})
     assert check.spec is not None
     assert check.spec.filters == (Filter("flights.origin", "equals", ("JFK",)),)
-    weather = QuerySpec("weather", ("weather.avg_temp",))
-    assert (
-        access_check(weather, visible=frozenset(), origins=origins, attributes={}).spec == weather
+    planes = QuerySpec("planes", ("planes.count",))  # no origin: nothing to check
+    assert access_check(planes, visible=frozenset(), origins=origins, attributes={}).spec == planes
+    weather = QuerySpec(
+        "weather", ("weather.avg_temp",), filters=(Filter("weather.origin", "equals", ("LGA",)),)
     )
+    hidden = access_check(weather, visible=frozenset({"JFK"}), origins=origins, attributes={})
+    assert hidden.spec is None and "not visible to you" in hidden.note
 
 
 def test_the_safety_rules_hold_whichever_reader_read_the_question(
