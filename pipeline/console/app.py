@@ -19,6 +19,7 @@ from typing import Final
 import uvicorn
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -90,6 +91,10 @@ def create_app(settings: Settings, *, engine: Engine | None = None) -> Starlette
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return pages.error_page(exc.status_code, exc.detail)
+
     routes = [
         Route("/", pages.runs),
         Route("/runs/{run_id}", pages.run),
@@ -113,7 +118,12 @@ def create_app(settings: Settings, *, engine: Engine | None = None) -> Starlette
         if owned:
             engine.dispose()
 
-    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: http_error},
+        lifespan=lifespan,
+    )
 
 
 def serve(settings: Settings, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
