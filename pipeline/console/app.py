@@ -26,6 +26,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from models.masking import mask_access_log
 from models.rendering import format_cell
 from pipeline.archive.console_queries import Engine, create_read_only_engine
 from pipeline.console import views
@@ -134,4 +135,6 @@ def serve(settings: Settings, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
     """
     check_bind(host, settings.console_token)
     logger.info("console serving host=%s port=%d schema=%s", host, port, settings.database_schema)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    config = uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning")
+    mask_access_log()  # a ?token= link never reaches an access log
+    uvicorn.Server(config).run()
