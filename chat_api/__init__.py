@@ -10,16 +10,30 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from chat_api.errors import ChatApiError, NotFoundError, RequestError, UnauthorizedError
+    from chat_api.errors import (
+        ChatApiError,
+        NotFoundError,
+        RequestError,
+        ThreadOwnerError,
+        UnauthorizedError,
+    )
     from chat_api.settings import ChatApiSettings
 
-__all__ = ["ChatApiError", "ChatApiSettings", "NotFoundError", "RequestError", "UnauthorizedError"]
+__all__ = [
+    "ChatApiError",
+    "ChatApiSettings",
+    "NotFoundError",
+    "RequestError",
+    "ThreadOwnerError",
+    "UnauthorizedError",
+]
 
 _EXPORTS: dict[str, str] = {
     "ChatApiError": "chat_api.errors",
     "ChatApiSettings": "chat_api.settings",
     "NotFoundError": "chat_api.errors",
     "RequestError": "chat_api.errors",
+    "ThreadOwnerError": "chat_api.errors",
     "UnauthorizedError": "chat_api.errors",
 }
 

@@ -100,6 +100,16 @@ class UserIdentity(WireModel):
         """Returns: ``userAttributes`` as a name → value mapping (empty when absent)."""
         return {a.name: a.value for a in self.user_attributes or ()}
 
+    def row_level_scope(self) -> tuple[str, dict[str, Scalar], tuple[str, ...], dict[str, Any]]:
+        """Returns what row-level security sees of this identity, comparable with ``==``.
+
+        ``(user_key, userAttributes as a mapping, groups sorted, securityContext or {})``: two
+        identities with equal scopes see the same rows (interface, "Session settings", rule 2);
+        the order of attributes and groups does not count.
+        """
+        groups = tuple(sorted(set(self.groups or ())))
+        return self.user_key, self.attributes(), groups, dict(self.security_context or {})
+
 
 class SessionSettings(UserIdentity):
     """``sessionSettings``: the chat user and its lifetime (interface, "Session settings")."""

@@ -14,7 +14,11 @@ so an answer looks the same wherever it is shown.
   separators, averages to one or two decimals, shares as percents, years without separators,
   months as ``Jan`` ... ``Dec``; never a 15-decimal float.
 * :func:`chart_spec`: a ``vegaSpec`` made safe to draw and readable: every ``url`` (data,
-  images, ``href``) removed, the rows bound as inline data, month axes labelled ``Jan`` ...
+  images, ``href``) removed, ``usermeta`` removed wherever it is (vega-embed merges
+  ``usermeta.embedOptions`` into the options our pages pass: a ``config`` or ``patch`` URL, a
+  loader), ``config`` kept only as an object (a string names a file to load), ``$schema`` kept
+  only under :data:`VEGA_SCHEMA_PREFIX` (vega-embed reads the mode from it; anything else
+  becomes Vega-Lite 5's), the rows bound as inline data, month axes labelled ``Jan`` ...
   ``Dec`` (``labelExpr``) and quantitative tooltips formatted.
 """
 
@@ -39,7 +43,10 @@ MONTH_COLUMNS: Final = frozenset({"month", "month_of_year"})
 YEAR_COLUMNS: Final = frozenset({"year", "manufactured_year"})
 PERCENT_HINTS: Final = ("pct", "percent", "share", "rate")
 SAFE_SCHEMES: Final = ("http://", "https://", "mailto:")
-_URL_KEYS: Final = frozenset({"url", "href", "image"})
+_URL_KEYS: Final = frozenset({"url", "href", "image", "usermeta"})
+VEGA_SCHEMA_PREFIX: Final = "https://vega.github.io/schema/"
+"""The only ``$schema`` host kept: the Vega project's (vega-embed parses it, never loads it)."""
+DEFAULT_SCHEMA: Final = VEGA_SCHEMA_PREFIX + "vega-lite/v5.json"
 _LINK_REL: Final = "noopener noreferrer nofollow"
 _MONTH_LABEL_EXPR: Final = (
     "isValid(datum.value) && datum.value >= 1 && datum.value <= 12 ? "
@@ -183,9 +190,9 @@ def result_table(
 
 
 def strip_urls(value: Any) -> Any:
-    """Returns a deep copy of a JSON value without any ``url``/``href``/``image`` member.
+    """Returns a deep copy of a JSON value without any ``url``/``href``/``image``/``usermeta``.
 
-    So a chart cannot make the browser load anything.
+    So a chart cannot make the browser load anything, nor set vega-embed's options.
     """
     if isinstance(value, dict):
         return {k: strip_urls(v) for k, v in value.items() if k not in _URL_KEYS}
@@ -209,12 +216,18 @@ def chart_spec(
 
     Returns:
         A new spec with ``data: {"values": [{column: value}, ...]}`` (numeric columns as
-        numbers), no URL anywhere, ``labelExpr`` on month axes; None when there is no spec or
+        numbers), no URL, ``usermeta`` or non-object ``config`` anywhere, ``$schema`` on the
+        Vega host, ``labelExpr`` on month axes; None when there is no spec or
         it is not a JSON object.
     """
     if not isinstance(spec, Mapping):
         return None
     out: dict[str, Any] = strip_urls(copy.deepcopy(dict(spec)))
+    if not isinstance(out.get("config", {}), dict):
+        out.pop("config")
+    schema_url = out.get("$schema", VEGA_SCHEMA_PREFIX)
+    if not (isinstance(schema_url, str) and schema_url.startswith(VEGA_SCHEMA_PREFIX)):
+        out["$schema"] = DEFAULT_SCHEMA
     names = [str(column.get("name", "")) for column in schema]
     numeric = [column.get("column_type") in NUMERIC_TYPES for column in schema]
     out["data"] = {

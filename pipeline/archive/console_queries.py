@@ -37,7 +37,7 @@ SORTS: Final[dict[str, str]] = {
     "status": "j.status {d}, j.submitted_at, j.job_id",
     "persona": "j.persona {d} NULLS LAST, j.submitted_at, j.job_id",
     "question": "j.question {d} NULLS LAST, j.job_id",
-    "rows": "j.line_count {d} NULLS LAST, j.job_id",
+    "lines": "j.line_count {d} NULLS LAST, j.job_id",
 }
 
 

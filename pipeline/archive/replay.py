@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import BinaryIO
+from typing import BinaryIO, Final
 
 import sqlalchemy as sa
 
+from models.chat import SessionSettings
 from pipeline.errors import ReplayError
 
 
@@ -123,44 +124,63 @@ def write_ndjson(out: BinaryIO, lines: Sequence[StoredLine], *, sort: bool = Fal
 
 
 _FIND_CONVERSATION = """
-SELECT j.job_id FROM jobs j
+SELECT j.job_id, j.session_settings FROM jobs j
 WHERE j.question = :question AND j.identity = :identity AND j.last_attempt > 0
   AND EXISTS (SELECT 1 FROM stream_lines s
               WHERE s.job_id = j.job_id AND s.attempt = j.last_attempt)
   {run_filter}
 ORDER BY (j.status = 'completed') DESC, j.finished_at DESC NULLS LAST, j.job_id
-LIMIT 1
+LIMIT :limit
 """
+MAX_CANDIDATES: Final = 1000
+"""Jobs of one question and identity compared for their row-level scope, newest first."""
+
+
+def _same_scope(stored: object, asked: SessionSettings) -> bool:
+    if not isinstance(stored, dict):
+        return False
+    try:
+        archived = SessionSettings.model_validate(stored)
+    except ValueError:
+        return False
+    return archived.row_level_scope() == asked.row_level_scope()
 
 
 def find_conversation(
-    engine: sa.Engine, *, question: str, identity: str, run_id: str | None = None
+    engine: sa.Engine, *, question: str, settings: SessionSettings, run_id: str | None = None
 ) -> tuple[str, list[StoredLine]]:
-    """Finds the archived conversation that answered ``question`` asked as ``identity``.
+    """Finds the archived conversation that answered ``question`` asked as ``settings``.
 
     The replay server's lookup (:mod:`pipeline.replay.server`): among the jobs with archived
-    lines, a completed one first, then the latest finished.
+    lines asked by the same identity with the same row-level scope
+    (:meth:`models.chat.UserIdentity.row_level_scope`: user attributes, groups, security
+    context; a conversation archived for other attributes showed other rows), a completed one
+    first, then the latest finished.
 
     Args:
         engine: The archive's engine.
         question: The question, exactly as asked.
-        identity: The identity it was asked as (``SessionSettings.user_key``).
+        settings: The request's ``sessionSettings``.
         run_id: Only this run's jobs (None: any run).
 
     Returns:
         ``(job_id, lines of its last attempt)``.
 
     Raises:
-        ReplayError: No such conversation is archived.
+        ReplayError: No such conversation is archived for this identity and scope.
     """
+    identity = settings.user_key
     run_filter = "AND j.run_id = :run_id" if run_id else ""
     query = sa.text(_FIND_CONVERSATION.format(run_filter=run_filter))
     params = {"question": question, "identity": identity, "run_id": run_id}
     with engine.connect() as conn:
-        job_id = conn.execute(query, params).scalar()
-        if job_id is None:
+        rows = conn.execute(query, {**params, "limit": MAX_CANDIDATES}).all()
+        found = next((r.job_id for r in rows if _same_scope(r.session_settings, settings)), None)
+        if found is None:
             raise ReplayError(
-                f"no archived conversation for this question as {identity}", job_id=""
+                f"no archived conversation for this question as {identity}"
+                " with these row-level attributes",
+                job_id="",
             )
-        _, lines = read_attempt(conn, job_id=job_id)
-    return job_id, lines
+        _, lines = read_attempt(conn, job_id=found)
+    return found, lines

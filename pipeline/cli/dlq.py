@@ -11,6 +11,11 @@ Dead letters stay on their topics: listing and showing read with a group-less co
 replaying copies the original key, value and headers to the source topic (the sink archives
 idempotently, so replaying twice stores nothing twice). The logic is in
 :mod:`pipeline.kafka.dead_letters`.
+
+What ``list`` and ``show`` print is masked (:mod:`models.masking`): a dead-lettered job's
+``api_key``, an ``Authorization`` value, tokens and session ids show as ``***`` in the value,
+the headers and the reason (OWASP, "Logging Cheat Sheet"); ``replay`` re-submits the bytes
+unchanged.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from models.masking import MASK, is_secret_name, mask_bytes, mask_text
 from pipeline.errors import DeadLetterNotFoundError
 from pipeline.kafka.dead_letters import (
     DLQ_TOPICS,
@@ -87,8 +93,8 @@ def show(
     out = Console(width=max(Console().width, 120), highlight=False)
     out.print(f"[bold]{stored.ref}[/]  key={_text(stored.key)}  {stored.size_bytes:,} bytes")
     for name, value in stored.headers:
-        out.print(f"  {name}: {_text(value)}", markup=False)
-    head = stored.value[:max_bytes]
+        out.print(f"  {name}: {_header(name, value)}", markup=False)
+    head = mask_bytes(stored.value[:max_bytes])
     try:
         body = head.decode("utf-8")
     except UnicodeDecodeError:
@@ -165,7 +171,7 @@ def _summary(stored: StoredDeadLetter) -> dict[str, Any]:
         "ref": str(stored.ref),
         "time": when.isoformat(timespec="seconds"),
         "key": _text(stored.key),
-        "reason": letter.reason if letter else "(no dead-letter headers)",
+        "reason": mask_text(letter.reason) if letter else "(no dead-letter headers)",
         "source_topic": letter.source_topic if letter else None,
         "source_partition": letter.source_partition if letter else None,
         "source_offset": letter.source_offset if letter else None,
@@ -175,12 +181,18 @@ def _summary(stored: StoredDeadLetter) -> dict[str, Any]:
 
 def _detail(stored: StoredDeadLetter) -> dict[str, Any]:
     out = _summary(stored)
-    out["headers"] = {name: _text(value) for name, value in stored.headers}
+    out["headers"] = {name: _header(name, value) for name, value in stored.headers}
+    value = mask_bytes(stored.value)
     try:
-        out["value_utf8"] = stored.value.decode("utf-8")
+        out["value_utf8"] = value.decode("utf-8")
     except UnicodeDecodeError:
-        out["value_hex"] = stored.value.hex()
+        out["value_hex"] = value.hex()
     return out
+
+
+def _header(name: str, value: bytes | None) -> str:
+    """Returns: a header's value as text, masked (a secret's name: all of it)."""
+    return MASK if is_secret_name(name) else mask_text(_text(value))
 
 
 def _text(value: bytes | None) -> str:

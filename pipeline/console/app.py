@@ -19,12 +19,14 @@ from typing import Final
 import uvicorn
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from models.masking import mask_access_log
 from models.rendering import format_cell
 from pipeline.archive.console_queries import Engine, create_read_only_engine
 from pipeline.console import views
@@ -90,6 +92,10 @@ def create_app(settings: Settings, *, engine: Engine | None = None) -> Starlette
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return pages.error_page(exc.status_code, exc.detail)
+
     routes = [
         Route("/", pages.runs),
         Route("/runs/{run_id}", pages.run),
@@ -113,7 +119,12 @@ def create_app(settings: Settings, *, engine: Engine | None = None) -> Starlette
         if owned:
             engine.dispose()
 
-    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: http_error},
+        lifespan=lifespan,
+    )
 
 
 def serve(settings: Settings, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
@@ -124,4 +135,6 @@ def serve(settings: Settings, *, host: str = DEFAULT_HOST, port: int = DEFAULT_P
     """
     check_bind(host, settings.console_token)
     logger.info("console serving host=%s port=%d schema=%s", host, port, settings.database_schema)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    config = uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning")
+    mask_access_log()  # a ?token= link never reaches an access log
+    uvicorn.Server(config).run()

@@ -1,7 +1,7 @@
 """The console's pages: each reads the archive through :mod:`pipeline.archive`, read only.
 
 =================================  =========================================================
-``GET /``                          Runs: every run, jobs by status, accuracy, rerun command
+``GET /``                          Runs: every run, jobs by status, rerun command
 ``GET /runs/{run_id}``             A run: its jobs (filter, sort, pages of 50)
 ``GET /jobs/{job_id}``             A conversation: the thread as a chat, timeline, chain
 ``GET /jobs/{job_id}/ndjson``      The raw NDJSON (the bytes of ``chatscribe replay``)
@@ -9,6 +9,11 @@
 ``GET /audit[?format=csv|json]``   The rows of ``chatscribe audit``, filtered, exportable
 ``GET /search?q=words``            Full-text search over questions and answers
 =================================  =========================================================
+
+The handlers are plain functions: starlette runs each in its thread pool
+(``run_in_threadpool``), so the archive's queries and the templates never hold the event loop
+and one slow page does not stall the others. Parameters are read through
+:mod:`pipeline.console.params` (a bad one is a 400 page).
 """
 
 from __future__ import annotations
@@ -16,9 +21,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, cast, get_args
+from typing import Any, Final, cast
 
 from jinja2 import Environment
 from starlette.requests import Request
@@ -30,7 +34,7 @@ from pipeline.archive.console_queries import Connection, Engine
 from pipeline.archive.conversation import read_conversation
 from pipeline.archive.diff import diff_runs, load_run
 from pipeline.archive.replay import ndjson, read_attempt
-from pipeline.console import views
+from pipeline.console import params, views
 from pipeline.console.security import SECURITY_HEADERS
 from pipeline.errors import QuestionsFileError, ReplayError, RunNotFoundError
 from pipeline.reports.audit_formats import to_csv, to_json
@@ -41,8 +45,6 @@ logger = logging.getLogger(__name__)
 
 PAGE_SIZE: Final = 50
 AUDIT_PAGE_SIZE: Final = 200
-ACCURACY_MAX_JOBS: Final = 2000
-"""Runs with more jobs are not scored on the Runs page (only on their own page)."""
 _STATE_ORDER: Final = {"changed": 1, "missing": 2, "new": 3, "same": 4}
 
 
@@ -65,22 +67,23 @@ class ConsolePages:
         body = self._templates.get_template(name).render(**context)
         return HTMLResponse(body, status_code=status_code, headers=SECURITY_HEADERS)
 
+    def error_page(self, status_code: int, message: str) -> HTMLResponse:
+        """Returns: the error page of an HTTP error (a refused parameter is a 400)."""
+        title = {params.BAD_REQUEST: "Bad request", 404: "Not found"}.get(status_code, "Error")
+        return self._page("error.html", status_code, title=title, message=message)
+
     def _not_found(self, what: str) -> HTMLResponse:
         return self._page("error.html", 404, title="Not found", message=what)
 
-    async def runs(self, request: Request) -> Response:
-        """``GET /``: every run, newest first."""
+    def runs(self, request: Request) -> Response:
+        """``GET /``: every run, newest first.
+
+        Shows what the archive holds (names, counts by status), never a parse of a run's
+        questions file: a file's expected rows are scored on the run's own page only.
+        """
         with self._conn() as conn:
             runs = queries.list_runs(conn)
-            accuracy = {
-                r.run_id: self._accuracy(conn, r.run_id, r.source_file)
-                for r in runs
-                if not r.running and r.known <= ACCURACY_MAX_JOBS
-            }
-        rows = [
-            {"run": r, "bar": views.status_bar(r.by_status, r.job_count), "accuracy": accuracy}
-            for r in runs
-        ]
+        rows = [{"run": r, "bar": views.status_bar(r.by_status, r.job_count)} for r in runs]
         running = any(r.running for r in runs)
         return self._page("runs.html", title="Runs", rows=rows, running=running)
 
@@ -101,18 +104,17 @@ class ConsolePages:
             logger.info("no accuracy run_id=%s source=%s error=%s", run_id, source, exc)
             return None
 
-    async def run(self, request: Request) -> Response:
+    def run(self, request: Request) -> Response:
         """``GET /runs/{run_id}?status=&persona=&view=&sort=&desc=1&offset=``: a run's jobs."""
-        run_id = request.path_params["run_id"]
+        run_id = params.identifier("run_id", request.path_params["run_id"])
         args = request.query_params
         flt = queries.JobFilter(
-            status=args.get("status") or None,
-            persona=args.get("persona") or None,
-            view=args.get("view") or None,
+            status=params.text(args, "status"),
+            persona=params.text(args, "persona"),
+            view=params.text(args, "view"),
         )
-        sort = args.get("sort", "submitted")
-        sort = sort if sort in get_args(queries.JobSort) else "submitted"
-        offset = _int(args.get("offset"), 0)
+        sort = params.choice(args, "sort", queries.SORTS, "submitted")
+        offset = params.integer(args, "offset", 0, low=0, high=params.MAX_OFFSET) or 0
         with self._conn() as conn:
             found = queries.list_runs(conn, run_id=run_id)
             if not found:
@@ -144,9 +146,9 @@ class ConsolePages:
             query=dict(args),
         )
 
-    async def conversation(self, request: Request) -> Response:
+    def conversation(self, request: Request) -> Response:
         """``GET /jobs/{job_id}``: one conversation."""
-        job_id = request.path_params["job_id"]
+        job_id = params.identifier("job_id", request.path_params["job_id"])
         with self._conn() as conn:
             conv = read_conversation(conn, job_id=job_id)
         if conv is None:
@@ -154,10 +156,11 @@ class ConsolePages:
         view = views.conversation_view(conv)
         return self._page("conversation.html", title=f"Job {job_id}", **view)
 
-    async def raw_ndjson(self, request: Request) -> Response:
+    def raw_ndjson(self, request: Request) -> Response:
         """``GET /jobs/{job_id}/ndjson[?attempt=N]``: the attempt's bytes as received."""
-        job_id = request.path_params["job_id"]
-        attempt = _int(request.query_params.get("attempt"), None)
+        job_id = params.identifier("job_id", request.path_params["job_id"])
+        args = request.query_params
+        attempt = params.integer(args, "attempt", None, low=1, high=params.MAX_ATTEMPT)
         try:
             with self._conn() as conn:
                 number, lines = read_attempt(conn, job_id=job_id, attempt=attempt)
@@ -169,9 +172,10 @@ class ConsolePages:
         }
         return Response(b"".join(ndjson(lines)), media_type="application/x-ndjson", headers=headers)
 
-    async def diff(self, request: Request) -> Response:
+    def diff(self, request: Request) -> Response:
         """``GET /diff?a=RUN_A&b=RUN_B``: the comparison of ``chatscribe diff``."""
-        run_a, run_b = request.query_params.get("a", ""), request.query_params.get("b", "")
+        args = request.query_params
+        run_a, run_b = params.text(args, "a") or "", params.text(args, "b") or ""
         if not run_a or not run_b:
             with self._conn() as conn:
                 runs = queries.list_runs(conn)
@@ -189,18 +193,19 @@ class ConsolePages:
             "diff.html", title="Diff", runs=[], result=result, rows=rows, a=run_a, b=run_b
         )
 
-    async def audit(self, request: Request) -> Response:
+    def audit(self, request: Request) -> Response:
         """``GET /audit?user=&view=&since=&until=[&format=csv|json]``: ``chatscribe audit``."""
         args = request.query_params
         flt = AuditFilter(
-            since=_when(args.get("since")),
-            until=_when(args.get("until")),
-            user=args.get("user") or None,
-            view=args.get("view") or None,
+            since=params.instant(args, "since"),
+            until=params.instant(args, "until"),
+            user=params.text(args, "user"),
+            view=params.text(args, "view"),
         )
-        fmt = args.get("format")
-        if fmt not in ("csv", "json"):
-            return self._audit_page(flt, dict(args), offset=_int(args.get("offset"), 0))
+        fmt = params.choice(args, "format", ("page", "csv", "json"), "page")
+        if fmt == "page":
+            offset = params.integer(args, "offset", 0, low=0, high=params.MAX_OFFSET) or 0
+            return self._audit_page(flt, dict(args), offset=offset)
         with self._conn() as conn:
             entries = read_entries(conn, flt=flt)
         text = to_csv(entries) if fmt == "csv" else to_json(entries, flt)
@@ -215,31 +220,14 @@ class ConsolePages:
         page = {"total": total, "offset": max(offset, 0), "limit": AUDIT_PAGE_SIZE}
         return self._page("audit.html", title="Audit", entries=entries, query=query, page=page)
 
-    async def search(self, request: Request) -> Response:
-        """``GET /search?q=words``: full-text search."""
-        text = request.query_params.get("q", "").strip()
+    def search(self, request: Request) -> Response:
+        """``GET /search?q=words``: full-text search (bounded: :func:`params.search_words`)."""
+        text = params.search_words(request.query_params)
         hits = []
         if text:
             with self._conn() as conn:
                 hits = queries.search(conn, text=text)
         return self._page("search.html", title="Search", q=text, hits=hits)
-
-
-def _int(value: str | None, default: Any) -> Any:
-    try:
-        return int(value) if value else default
-    except ValueError:
-        return default
-
-
-def _when(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _safe(name: str) -> str:

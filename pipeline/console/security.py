@@ -1,12 +1,14 @@
-"""The console's guards: loopback by default, a token beyond it, a strict content policy.
+r"""The console's guards: loopback by default, a token beyond it, a strict content policy.
 
 * :func:`check_bind`: binding anything but a loopback address needs ``CHATSCRIBE_CONSOLE_TOKEN``
   (:class:`~pipeline.errors.ConsoleBindError` otherwise).
 * :class:`TokenGuard`: when a token is set, every request must carry it: header
-  ``Authorization: Bearer <token>``, or the ``chatscribe_console`` cookie. A link with
-  ``?token=<token>`` sets the cookie (``HttpOnly``, ``SameSite=Strict``) and redirects to the
-  same page without the token in its address. Anything else is a 401 page. Compared in constant
-  time (:func:`secrets.compare_digest`).
+  ``Authorization: Bearer <token>`` (RFC 6750, section 2.1; a bare token or another scheme is
+  refused), or the ``chatscribe_console`` cookie. A link with ``?token=<token>`` sets the cookie
+  (``HttpOnly``, ``SameSite=Strict``) and redirects to the same page without the token in its
+  address; the redirect's target is always a path of this console (:func:`local_location`: no
+  ``//host``, ``/\host`` or scheme, OWASP "Unvalidated Redirects and Forwards Cheat Sheet").
+  Anything else is a 401 page. Compared in constant time (:func:`secrets.compare_digest`).
 * :data:`SECURITY_HEADERS`: the content-security policy of the Chat API's embed page
   (:mod:`chat_api.http.embed`) without its nonce: scripts only from the console itself
   (``'unsafe-eval'`` because vega compiles its expressions with ``Function()``), no connection
@@ -18,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 import secrets
 from typing import Final
-from urllib.parse import urlencode
+from urllib.parse import quote, unquote, urlencode
 
 from pydantic import SecretStr
 from starlette.datastructures import URL, QueryParams
@@ -39,6 +41,9 @@ SECURITY_HEADERS: Final = {
     "Cache-Control": "no-store",
 }
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "ip6-localhost"})
+_BEARER: Final = "bearer"
+_PATH_SAFE: Final = "/-._~!$&'()*+,;=:@"
+"""Characters left as they are in a redirect's path (RFC 3986 ``pchar`` and ``/``)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -85,11 +90,37 @@ class TokenGuard:
         if self._matches(QueryParams(url.query).get("token")):
             await _redirect_setting_cookie(url, self._token.decode(), send)
             return
-        bearer = headers.get("authorization", "").removeprefix("Bearer ").strip() or None
+        bearer = _bearer(headers.get("authorization", ""))
         if self._matches(bearer) or self._matches(_cookie(headers.get("cookie", ""))):
             await self._app(scope, receive, send)
             return
         await _refuse(send)
+
+
+def _bearer(header: str) -> str | None:
+    scheme, _, credentials = header.strip().partition(" ")
+    if scheme.lower() != _BEARER:
+        return None
+    return credentials.strip() or None
+
+
+def local_location(path: str, query: str = "") -> str:
+    r"""Returns a redirect target that stays on this site, whatever ``path`` holds.
+
+    Args:
+        path: The request's decoded path (``scope["path"]``), e.g. ``"/audit"`` or a hostile
+            ``"//evil.example/x"``, ``"/\evil.example"``, ``"/\t/evil.example"``.
+        query: An already encoded query string, without ``?`` (empty: none).
+
+    Returns:
+        ``"/" + path`` (percent-decoded once more) with every leading slash, backslash, space
+        or control character removed and the rest percent-encoded (RFC 3986 ``pchar``), so a
+        browser reads it as a path of this origin, never as ``//host`` or ``scheme:`` (OWASP,
+        "Unvalidated Redirects and Forwards Cheat Sheet").
+    """
+    rest = unquote(path).lstrip("/\\ \t\r\n\x00\x0b\x0c")
+    location = "/" + quote(rest, safe=_PATH_SAFE)
+    return location + (f"?{query}" if query else "")
 
 
 def _cookie(header: str) -> str | None:
@@ -102,7 +133,7 @@ def _cookie(header: str) -> str | None:
 
 async def _redirect_setting_cookie(url: URL, token: str, send: Send) -> None:
     kept = [(k, v) for k, v in QueryParams(url.query).multi_items() if k != "token"]
-    location = url.path + (f"?{urlencode(kept)}" if kept else "")
+    location = local_location(url.path, urlencode(kept))
     cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
     headers = [(b"location", location.encode()), (b"set-cookie", cookie.encode())]
     headers += [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]

@@ -4,8 +4,10 @@ A Starlette app on the Chat API's paths (:mod:`models.wire`) with its authentica
 (``Authorization: Api-Key <key>``, the keys of ``CHATSCRIBE_API_KEYS``) and error shape
 (``{"error", "status"}``), reusing :func:`chat_api.http.app.read_body` and
 :func:`chat_api.http.app.error_response`. Asking a question that the archive holds, as the identity
-it was asked as (``sessionSettings`` owner key: ``externalId`` or ``internalId``), streams the
-recorded lines of that job's last attempt, byte for byte, with the recorded gaps between them
+it was asked as (``sessionSettings`` owner key: ``externalId`` or ``internalId``) with the same
+row-level attributes (``userAttributes``, ``groups``, ``securityContext``: a conversation
+archived for other attributes showed other rows, so it is a 404), streams the recorded lines
+of that job's last attempt, byte for byte, with the recorded gaps between them
 (``received_at`` deltas) divided by ``speed`` (0: no delay). The newest completed job wins;
 ``run_id`` limits the lookup to one run. Front ends, tests and benchmarks can so run against
 real recorded conversations; ``pipeline.replay.server.create_app(settings, speed=0)`` is the
@@ -14,8 +16,13 @@ Python entry point (the benchmarks' synthetic endpoint).
 Routes::
 
     POST <chat path>            200 NDJSON (application/json) | 400 | 401 | 404 no archived answer
-    POST <chat path>/abort      204 (the replay stops after an ``__aborted__`` line) | 404
+    POST <chat path>/abort      204 (the replay stops after an ``__aborted__`` line) | 403 | 404
     GET  /healthz               {"status": "ok"}
+
+An abort reaches only the replays in progress of its ``chatId`` that the identity of its
+``sessionSettings`` started (interface, "Authentication": abort only for the user who owns the
+thread, otherwise 403); 404 when none of that ``chatId`` is in progress. Each replay has its own
+abort state, dropped when it ends, so an abort after a replay finished changes nothing later.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import uvicorn
@@ -34,10 +42,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from chat_api import ChatApiSettings, NotFoundError, RequestError, UnauthorizedError
+from chat_api import (
+    ChatApiSettings,
+    NotFoundError,
+    RequestError,
+    ThreadOwnerError,
+    UnauthorizedError,
+)
 from chat_api.http import error_response, read_body
 from models import json_values, wire
-from models.chat import AbortRequest, ChatRequest
+from models.chat import AbortRequest, ChatRequest, SessionSettings
 from pipeline.archive.engine import ArchiveEngine, create_engine
 from pipeline.archive.replay import StoredLine, find_conversation
 from pipeline.errors import ReplayError
@@ -51,6 +65,15 @@ MAX_GAP_S: Final = 30.0
 ABORTED_LINE: Final = (
     json.dumps({"id": wire.ID_ABORTED, "type": "abort", "code": "chat_aborted"}).encode() + b"\n"
 )
+
+
+@dataclass(frozen=True, eq=False)
+class Replay:
+    """One replay in progress: its thread, the identity that started it, its abort signal."""
+
+    chat_id: str
+    owner: str
+    abort: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class ReplayService:
@@ -70,7 +93,8 @@ class ReplayService:
         self._speed = speed
         self._keys = [key.encode() for key in api_keys]
         self._run_id = run_id
-        self._aborts: dict[str, asyncio.Event] = {}
+        self._active: dict[str, list[Replay]] = {}
+        """Replays in progress by chatId (several may replay one archived thread)."""
         self.replays = 0
 
     def __repr__(self) -> str:
@@ -82,34 +106,54 @@ class ReplayService:
         body = await read_body(request, ChatRequest)
         if body.input is None:
             raise NotFoundError("replay serves questions only; input is required")
-        identity = body.session_settings.user_key
-        lines = await asyncio.to_thread(self._lines, body.input, identity)
+        settings = body.session_settings
+        lines = await asyncio.to_thread(self._lines, body.input, settings)
         chat_id = _chat_id(lines) or f"replay-{id(lines):x}"
-        abort = self._aborts.setdefault(chat_id, asyncio.Event())
+        replay = Replay(chat_id=chat_id, owner=settings.user_key)
+        self._active.setdefault(chat_id, []).append(replay)
         self.replays += 1
-        return StreamingResponse(self._stream(lines, abort), media_type="application/json")
+        return StreamingResponse(self._stream(lines, replay), media_type="application/json")
 
     async def abort(self, request: Request) -> Response:
-        """Stops a replay in progress: 204, or 404 for a chatId not being replayed."""
+        """Stops the caller's replays of a chatId: 204, 403 (another identity's), 404 (none)."""
         self._authenticate(request)
         body = await read_body(request, AbortRequest)
-        event = self._aborts.get(body.chat_id)
-        if event is None:
+        active = self._active.get(body.chat_id)
+        if not active:
             raise NotFoundError(f"chat thread not found: {body.chat_id}")
-        event.set()
+        caller = body.session_settings.user_key if body.session_settings is not None else None
+        owned = [replay for replay in active if replay.owner == caller]
+        if not owned:
+            raise ThreadOwnerError(body.chat_id)
+        for replay in owned:
+            replay.abort.set()
         return Response(status_code=204)
 
-    def _lines(self, question: str, identity: str) -> list[StoredLine]:
+    def _lines(self, question: str, settings: SessionSettings) -> list[StoredLine]:
         try:
             job_id, lines = find_conversation(
-                self._engine, question=question, identity=identity, run_id=self._run_id
+                self._engine, question=question, settings=settings, run_id=self._run_id
             )
         except ReplayError as exc:
             raise NotFoundError(str(exc)) from exc
         logger.info("replaying job_id=%s lines=%d", job_id, len(lines))
         return lines
 
-    async def _stream(self, lines: list[StoredLine], abort: asyncio.Event) -> AsyncIterator[bytes]:
+    async def _stream(self, lines: list[StoredLine], replay: Replay) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._paced(lines, replay.abort):
+                yield chunk
+        finally:
+            self._end(replay)
+
+    def _end(self, replay: Replay) -> None:
+        active = self._active.get(replay.chat_id, [])
+        if replay in active:
+            active.remove(replay)
+        if not active:
+            self._active.pop(replay.chat_id, None)
+
+    async def _paced(self, lines: list[StoredLine], abort: asyncio.Event) -> AsyncIterator[bytes]:
         previous = None
         for line in lines:
             if previous is not None and self._speed > 0:

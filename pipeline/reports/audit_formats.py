@@ -1,13 +1,16 @@
 """Audit report formats: CSV and JSON for tools, HTML for people (pure).
 
-* CSV: one row per job; lists joined with ``"; "``; user attributes as ``name=value``.
+* CSV: one row per job; lists joined with ``"; "``; user attributes as ``name=value``. A text
+  cell that a spreadsheet would read as a formula (first character ``=``, ``+``, ``-``, ``@``,
+  tab or carriage return) gets a leading ``'`` (OWASP, "CSV Injection": :func:`csv_cell`).
 * JSON: ``{"generated_at", "filter", "summary", "entries": [...]}``.
 * HTML: one self-contained page a non-engineer can read: a summary, then one card per
   question (who asked, when, as which identity, the answer, which data it used, how many rows,
   problems). Charts are drawn from each query's ``vegaSpec`` with its returned rows by
   vega-embed; the vendored scripts (``chat_api/static``: vega, vega-lite, vega-embed) are
   inlined, so the file works offline. When they are absent the page shows the rows as a table
-  and says that charts were not rendered.
+  and says that charts were not rendered. Every archived string is escaped (ids included);
+  a content-security policy in the page (:data:`REPORT_CSP`) lets it load and send nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ from pipeline.archive.audit import AuditEntry, AuditFilter
 STATIC_DIR: Final = Path(__file__).resolve().parents[2] / "chat_api" / "static"
 VEGA_SCRIPTS: Final = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")
 TABLE_ROWS: Final = 12
+FORMULA_STARTS: Final = ("=", "+", "-", "@", "\t", "\r")
+"""First characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection")."""
+REPORT_CSP: Final = (
+    "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
+    "img-src data:; base-uri 'none'; form-action 'none'"
+)
+"""The report's content-security policy: its inline scripts and styles, no load, no request."""
 CSV_COLUMNS: Final = [
     "asked_at",
     "job_id",
@@ -81,13 +91,24 @@ def _flat(entry: AuditEntry) -> dict[str, Any]:
     }
 
 
+def csv_cell(value: Any) -> Any:
+    """Returns: ``value``, a text starting with :data:`FORMULA_STARTS` prefixed with ``'``.
+
+    OWASP, "CSV Injection": prefix such cells with a single quote so that spreadsheet software
+    shows them as text instead of evaluating them. Numbers, booleans and None pass unchanged.
+    """
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def to_csv(entries: Sequence[AuditEntry]) -> str:
-    """Returns: the CSV text (header row first)."""
+    """Returns: the CSV text (header row first; cells through :func:`csv_cell`)."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for entry in entries:
-        writer.writerow(_flat(entry))
+        writer.writerow({k: csv_cell(v) for k, v in _flat(entry).items()})
     return out.getvalue()
 
 
@@ -150,13 +171,13 @@ def to_html(
             for cid, spec in charts
         )
         embed = f"{scripts}\n<script>\n{calls}\n</script>"
-    return _PAGE.format(head=head, note=note, cards=cards, embed=embed)
+    return _PAGE.format(csp=REPORT_CSP, head=head, note=note, cards=cards, embed=embed)
 
 
 def _summary_html(facts: dict[str, Any], flt: AuditFilter) -> str:
     scope = ", ".join(f"{k} {v}" for k, v in vars(flt).items() if v is not None) or "everything"
     views = ", ".join(f"{html.escape(v)} ({n})" for v, n in facts["views"].items()) or "none"
-    statuses = ", ".join(f"{n} {s}" for s, n in facts["by_status"].items()) or "none"
+    statuses = ", ".join(f"{n} {html.escape(s)}" for s, n in facts["by_status"].items()) or "none"
     return (
         f"<p>Scope: {html.escape(scope)}. Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.</p>"
         f"<ul><li><b>{facts['questions']}</b> questions from <b>{facts['identities']}</b>"
@@ -180,7 +201,8 @@ def _card(n: int, e: AuditEntry, charts: list[tuple[str, dict[str, Any]]], live:
     problems += [f"stream error: {s}" for s in e.stream_errors]
     problems += ["the conversation was stopped (aborted)"] if e.aborted else []
     problems += [f"job error: {e.error}"] if e.error else []
-    source = "" if e.answer_source == "final" else f" <i>({e.answer_source or 'no'} answer)</i>"
+    source = e.answer_source or "no"
+    source = "" if source == "final" else f" <i>({html.escape(source)} answer)</i>"
     queries = "".join(_query(n, i, q, charts, live) for i, q in enumerate(e.queries, 1))
     trouble = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
     return (
@@ -189,7 +211,8 @@ def _card(n: int, e: AuditEntry, charts: list[tuple[str, dict[str, Any]]], live:
         f" {html.escape(scope)} · status {html.escape(e.status)}</p>"
         f"<div class=answer>{markdown_html(e.answer) or '(no answer)'}{source}</div>{queries}"
         + (f"<ul class=problems>{trouble}</ul>" if trouble else "")
-        + f"<p class=ids>job {e.job_id} · run {e.run_id}</p></section>"
+        + f"<p class=ids>job {html.escape(e.job_id)} · run {html.escape(e.run_id or '')}</p>"
+        + "</section>"
     )
 
 
@@ -214,7 +237,8 @@ def _query(
         drawn = chart_spec(spec, q.get("schema") or [], table_rows)
         charts.append((cid, drawn or {}))
         chart = f"<div id={cid} class=chart></div>"
-    total = q.get("total_rows") or 0
+    total = q.get("total_rows")
+    total = total if isinstance(total, int) else 0
     return (
         f"<div class=query><p><b>{title}</b>: used {html.escape(used)};"
         f" {total:,} row{'' if total == 1 else 's'}.</p>{chart}{_table(rows, names, types)}"
@@ -255,6 +279,7 @@ def _table(rows: list[Any], names: list[str], types: dict[str, str] | None = Non
 
 _PAGE = """<!doctype html>
 <html lang=en><head><meta charset=utf-8><title>chatscribe audit report</title>
+<meta http-equiv="Content-Security-Policy" content="{csp}">
 <style>
 body{{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;color:#222}}
 .card{{border:1px solid #ddd;border-radius:6px;padding:0.6em 1em;margin:1em 0}}

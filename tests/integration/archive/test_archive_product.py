@@ -112,7 +112,8 @@ def test_replay_server_serves_the_archived_stream_through_the_chat_api_protocol(
             cloud_region="local", account_name="demo", agent_id="1"
         )
         auth = {"Authorization": f"Api-Key {API_KEY}"}
-        body = {"input": MARCH, "sessionSettings": {"externalId": "jfk-ops-1"}}
+        jfk = {"externalId": "jfk-ops-1", "userAttributes": [{"name": "origin", "value": "JFK"}]}
+        body = {"input": MARCH, "sessionSettings": jfk}
         with httpx.stream("POST", url, json=body, headers=auth, timeout=30) as response:
             assert response.status_code == 200
             assert response.headers["content-type"].startswith("application/json")
@@ -120,6 +121,8 @@ def test_replay_server_serves_the_archived_stream_through_the_chat_api_protocol(
         assert replayed == recorded
         other = {"input": MARCH, "sessionSettings": {"externalId": "someone-else"}}
         assert httpx.post(url, json=other, headers=auth).status_code == 404
+        unscoped = {"input": MARCH, "sessionSettings": {"externalId": "jfk-ops-1"}}
+        assert httpx.post(url, json=unscoped, headers=auth).status_code == 404
         assert (
             httpx.post(url, json=body, headers={"Authorization": "Api-Key nope"}).status_code == 401
         )
@@ -141,7 +144,10 @@ def test_replay_server_keeps_recorded_gaps_until_aborted(
             lines = response.iter_lines()
             first = json.loads(next(lines))
             assert first["id"] == wire.ID_CUTOFF
-            abort = {"chatId": first["state"]["chatId"]}
+            abort = {
+                "chatId": first["state"]["chatId"],
+                "sessionSettings": {"externalId": HOSTED_IDENTITY},
+            }
             assert httpx.post(base + wire.ABORT_SUFFIX, json=abort, headers=auth).status_code == 204
             rest = [json.loads(line) for line in lines]
         assert [line["id"] for line in rest] == [wire.ID_ABORTED]

@@ -188,7 +188,7 @@ def _links(dom: str, prefix: str) -> set[str]:
     return set(re.findall(rf'href="({re.escape(prefix)}[^"?]+)"', dom))
 
 
-def test_runs_page_lists_each_run_with_jobs_by_status_accuracy_and_rerun(
+def test_runs_page_lists_each_run_with_jobs_by_status_and_rerun_its_page_the_accuracy(
     stack: ArchiveStack, demo_run: RunOutcome, run_a: RunOutcome, console: str, tmp_path: Path
 ) -> None:
     page = _look(console + "/", tmp_path, "runs")
@@ -198,7 +198,8 @@ def test_runs_page_lists_each_run_with_jobs_by_status_accuracy_and_rerun(
     assert "examples/questions.yaml" in page.dom
     completed = sum(r.status == "completed" for r in demo_run.results)
     assert f"completed {completed}" in page.dom
-    assert "2/2 (100.0%)" in page.dom  # run_a: two jobs have expected results, both match
+    run_page = open_page(f"{console}/runs/{run_a.run_id}", tmp_path / "run-a")
+    assert "2/2 (100.0%)" in run_page.dom  # run_a: two jobs have expected results, both match
 
 
 def test_a_running_run_refreshes_itself_with_a_progress_bar_until_done(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -12,7 +13,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from models import wire
-from models.records import DeadLetter
+from models.records import ChatJob, DeadLetter
 from pipeline.cli.app import app
 from pipeline.cli.dlq import hexdump
 from pipeline.kafka.clients import create_producer, ensure_topics
@@ -160,3 +161,53 @@ async def test_dlq_commands_reject_bad_references(settings: Settings) -> None:
     assert neither.exit_code == 2
     empty = await _cli(settings, "dlq", "list", "--json")
     assert (empty.exit_code, empty.stdout.strip()) == (0, "")
+
+
+async def _seed_secret_letters(settings: Settings, api_key: str) -> None:
+    """Dead-letters two jobs carrying ``api_key``: one valid JSON, one cut and not UTF-8."""
+    job = ChatJob.model_validate(
+        {
+            "job_id": "job-secret",
+            "run_id": "r1",
+            "question": "How many flights?",
+            "session_settings": {"externalId": "ann"},
+            "chat_url": "http://127.0.0.1:8400/chat",
+            "api_key": api_key,
+        }
+    )
+    value = job.to_value()
+    letter = DeadLetter(
+        reason=f"chat URL refused (test): Authorization: Api-Key {api_key}",
+        source_topic=settings.topic(wire.TOPIC_REQUESTS),
+    )
+    headers = [("authorization", f"Api-Key {api_key}".encode()), *letter.headers()]
+    producer = create_producer(settings)
+    await producer.start()
+    try:
+        dlq = settings.topic(wire.TOPIC_REQUESTS_DLQ)
+        await producer.send_and_wait(dlq, value, key=b"job-secret", headers=headers)
+        await producer.send_and_wait(dlq, b"\xff" + value[:-3], key=b"job-cut", headers=headers)
+    finally:
+        await producer.stop()
+
+
+async def test_dlq_list_and_show_print_no_secret_of_a_dead_lettered_job(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    api_key = f"sk-{uuid.uuid4().hex}"
+    await ensure_topics(settings, wire.ALL_TOPICS)
+    await _seed_secret_letters(settings, api_key)
+    listed = await _cli(settings, "dlq", "list", "--json")
+    refs = [json.loads(line)["ref"] for line in listed.stdout.splitlines()]
+    outputs = [listed.output, (await _cli(settings, "dlq", "list")).output]
+    for ref in refs:
+        for extra in ([], ["--json"]):
+            shown = await _cli(settings, "dlq", "show", ref, *extra)
+            assert shown.exit_code == 0, shown.output
+            outputs.append(shown.output)
+    assert len(refs) == 2 and all(api_key not in out for out in outputs)
+    assert all(api_key not in record.getMessage() for record in caplog.records)
+    details = [json.loads(out) for out in outputs if '"headers"' in out]
+    assert len(details) == 2 and all(d["headers"]["authorization"] == "***" for d in details)
+    (whole,) = [d for d in details if "value_utf8" in d]
+    assert json.loads(whole["value_utf8"])["api_key"] == "***"

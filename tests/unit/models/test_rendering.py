@@ -90,3 +90,25 @@ def test_chart_spec_strips_urls_binds_rows_and_names_months() -> None:
 def test_chart_spec_of_no_spec_is_none() -> None:
     assert chart_spec(None, [], []) is None
     assert chart_spec("not a spec", [], []) is None  # type: ignore[arg-type]
+
+
+def test_chart_spec_drops_embed_options_loaded_config_and_foreign_schemas() -> None:
+    spec = {
+        "$schema": "https://evil.example/vega-lite.json",
+        "mark": "bar",
+        "config": "https://evil.example/config.json",
+        "usermeta": {"embedOptions": {"patch": "https://evil.example/p", "config": "x"}},
+        "layer": [{"mark": "line", "usermeta": {"embedOptions": {"loader": {}}}}],
+    }
+    out = chart_spec(spec, [{"name": "n", "column_type": "Int64"}], [[1]])
+    assert out is not None
+    assert "evil.example" not in json.dumps(out) and "usermeta" not in json.dumps(out)
+    assert out["$schema"] == "https://vega.github.io/schema/vega-lite/v5.json"
+    assert "config" not in out
+    kept = chart_spec(
+        {"$schema": "https://vega.github.io/schema/vega-lite/v5.20.json", "config": {"view": {}}},
+        [],
+        [],
+    )
+    assert kept is not None and kept["config"] == {"view": {}}
+    assert kept["$schema"].endswith("v5.20.json")

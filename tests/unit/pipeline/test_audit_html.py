@@ -1,11 +1,17 @@
-"""The HTML audit report renders answers with the one answer renderer (models/rendering.py)."""
+"""The audit report: HTML with the one answer renderer (models/rendering.py), escaped; CSV safe."""
 
 from __future__ import annotations
 
+import csv
+import html
+import io
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from pipeline.archive.audit import AuditEntry, AuditFilter
-from pipeline.reports.audit_formats import to_html
+from pipeline.reports.audit_formats import csv_cell, to_csv, to_html
 
 
 def _entry(answer: str, queries: list[dict[str, object]]) -> AuditEntry:
@@ -45,3 +51,66 @@ def test_result_cells_are_formatted_by_type_and_charts_lose_their_urls(tmp_path:
     assert "<td>Jan</td>" in page and "<td>12.35</td>" in page
     assert "12.345678901234567</td>" not in page
     assert "evil.example" not in page
+
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+def test_every_archived_string_of_the_report_is_escaped_ids_included(tmp_path: Path) -> None:
+    entry = replace(
+        _entry("ok", [{"title": HOSTILE, "sql": HOSTILE, "members": [HOSTILE], "total_rows": 1}]),
+        job_id=f"j-{HOSTILE}",
+        run_id=f"r-{HOSTILE}",
+        persona=HOSTILE,
+        external_id=HOSTILE,
+        groups=[HOSTILE],
+        user_attributes={HOSTILE: HOSTILE},
+        status=HOSTILE,
+        answer_source=HOSTILE,
+        error=HOSTILE,
+        stream_errors=[HOSTILE],
+        tool_errors=[{"tool": HOSTILE, "error": HOSTILE}],
+    )
+    page = to_html([entry], AuditFilter(user=HOSTILE), static_dir=tmp_path)
+    assert "<img" not in page
+    assert f"job j-{html.escape(HOSTILE)} · run r-{html.escape(HOSTILE)}" in page
+
+
+def test_the_report_sanitises_chart_specs_and_forbids_loading_anything(tmp_path: Path) -> None:
+    spec = {
+        "$schema": "https://evil.example/schema.json",
+        "mark": "bar",
+        "config": "https://evil.example/config.json",
+        "usermeta": {
+            "embedOptions": {
+                "config": "https://evil.example/c.json",
+                "patch": "https://evil.example/p.json",
+                "loader": {"baseURL": "https://evil.example/"},
+            }
+        },
+    }
+    query = {
+        "schema": [{"name": "n", "column_type": "Int64"}],
+        "rows": [[1]],
+        "total_rows": 1,
+        "vega_spec": spec,
+    }
+    static = tmp_path / "static"
+    static.mkdir()
+    for name in ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js"):
+        (static / name).write_text("/* stub */")
+    page = to_html([_entry("ok", [query])], AuditFilter(), static_dir=static)
+    assert "evil.example" not in page and "usermeta" not in page
+    assert "vegaEmbed('#chart-1-1'" in page
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+
+
+@pytest.mark.parametrize("start", ["=", "+", "-", "@", "\t", "\r"])
+def test_csv_cells_that_a_spreadsheet_reads_as_formulas_are_prefixed(start: str) -> None:
+    formula = f'{start}HYPERLINK("https://evil.example","x")'
+    entry = replace(_entry(formula, []), question=formula, persona=formula, error=formula)
+    (row,) = csv.DictReader(io.StringIO(to_csv([entry])))
+    for column in ("question", "persona", "answer", "error"):
+        assert row[column] == "'" + formula
+    assert row["rows_returned"] == "0" and row["job_id"] == "j1"
+    assert csv_cell(-5) == -5 and csv_cell("a=b") == "a=b"

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import httpx
 import pytest
 from pydantic import SecretStr
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from pipeline.archive.console_queries import SORTS, JobSort
 from pipeline.archive.conversation import Turn
-from pipeline.console.security import SecurityHeaders, TokenGuard, check_bind, is_loopback
+from pipeline.console import params
+from pipeline.console.security import (
+    SecurityHeaders,
+    TokenGuard,
+    check_bind,
+    is_loopback,
+    local_location,
+)
 from pipeline.console.views import marked, sql_html, status_bar, turn_view
 from pipeline.errors import ConsoleBindError
 
@@ -121,3 +132,78 @@ def test_a_payload_nested_past_the_recursion_limit_is_shown_as_text() -> None:
 
     deep = "[" * 100_000 + "]" * 100_000
     assert pretty_json(deep, limit=20) == deep[:20]
+
+
+async def test_the_token_guard_refuses_a_bare_token_and_other_schemes() -> None:
+    async with _guarded() as client:
+        for value in ("tk", "Basic tk", "Token tk", "Bearertk", "Bearer"):
+            answered = await client.get("/p", headers={"Authorization": value})
+            assert answered.status_code == 401, value
+        assert (await client.get("/p", headers={"Authorization": "bearer tk"})).text == "hello"
+
+
+@pytest.mark.parametrize(
+    ("path", "location"),
+    [
+        ("//evil.example/p", "/evil.example/p"),
+        ("/\\evil.example/p", "/evil.example/p"),
+        ("/%2F%2Fevil.example", "/evil.example"),
+        ("/%5C%5Cevil.example", "/evil.example"),
+        ("/%09/evil.example", "/evil.example"),
+        ("/https:%2F%2Fevil.example", "/https://evil.example"),
+    ],
+)
+async def test_the_token_link_redirects_only_to_a_path_of_the_console(
+    path: str, location: str
+) -> None:
+    async with _guarded() as client:
+        link = await client.get(f"http://c{path}?token=tk")
+        assert link.status_code == 303
+        assert link.headers["location"] == location
+
+
+def test_a_redirect_target_is_a_local_path_whatever_the_decoded_path_holds() -> None:
+    assert local_location("/audit", "user=x") == "/audit?user=x"
+    assert local_location("/\t\\/evil.example/a b") == "/evil.example/a%20b"
+    assert local_location("/\r\n//evil.example") == "/evil.example"
+
+
+@pytest.mark.parametrize(
+    ("args", "name"),
+    [
+        ({"offset": str(10**20)}, "offset"),
+        ({"offset": "-1"}, "offset"),
+        ({"offset": "1e3"}, "offset"),
+        ({"status": "a\x00b"}, "status"),
+        ({"status": "x" * (params.MAX_TEXT_CHARS + 1)}, "status"),
+    ],
+)
+def test_console_parameters_out_of_form_or_range_are_400s(args: dict[str, str], name: str) -> None:
+    def read() -> None:
+        params.text(args, "status")
+        params.integer(args, "offset", 0, low=0, high=params.MAX_OFFSET)
+
+    with pytest.raises(HTTPException) as caught:
+        read()
+    assert caught.value.status_code == 400 and repr(name) in caught.value.detail
+
+
+def test_console_parameters_absent_take_the_default_and_sort_keys_all_resolve() -> None:
+    assert params.integer({}, "offset", 0, low=0, high=params.MAX_OFFSET) == 0
+    assert params.integer({"offset": "50"}, "offset", 0, low=0, high=params.MAX_OFFSET) == 50
+    assert params.text({"status": ""}, "status") is None
+    for key in get_args(JobSort):  # every sort the run page offers has its ORDER BY
+        assert params.choice({"sort": key}, "sort", SORTS, "submitted") == key
+    with pytest.raises(HTTPException):
+        params.choice({"sort": "nope"}, "sort", SORTS, "submitted")
+    with pytest.raises(HTTPException):
+        params.instant({"since": "yesterday"}, "since")
+
+
+def test_a_search_of_many_words_is_refused_before_it_reaches_the_archive() -> None:
+    assert params.search_words({"q": "  carrier delay "}) == "carrier delay"
+    with pytest.raises(HTTPException) as caught:
+        params.search_words({"q": " ".join(["delay"] * 200)})
+    assert caught.value.status_code == 400
+    with pytest.raises(HTTPException):
+        params.search_words({"q": "x" * (params.MAX_SEARCH_CHARS + 1)})
