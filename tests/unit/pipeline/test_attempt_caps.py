@@ -11,6 +11,7 @@ import httpx
 
 from models.records import ChatJob, Headers, JobEvent
 from pipeline.chat.client import ChatClient
+from pipeline.settings import Settings
 from pipeline.worker.job_runner import JobRunner, RetryPolicy
 
 URL = "http://chat.test/api/v1/public/r/a/agents/1/chat/stream-chat-state"
@@ -112,3 +113,10 @@ async def test_a_jobs_deadline_is_cut_to_the_workers_ceiling() -> None:
     terminal = await asyncio.wait_for(runner.run(_job(deadline_s=1e9), Output()), timeout=20)
     assert terminal.kind == "aborted"
     assert terminal.error is not None and "deadline exceeded" in terminal.error
+
+
+def test_the_workers_default_caps() -> None:
+    settings = Settings()
+    assert settings.worker_max_attempt_lines == 20_000
+    assert settings.worker_max_attempt_bytes == 64 * 1024 * 1024
+    assert settings.job_deadline_max_s == 3600.0
