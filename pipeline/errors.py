@@ -18,6 +18,9 @@ Tree (retryability is part of the type: workers and the sink decide with ``isins
         │   ├── ChatForbiddenError     403
         │   └── ChatNotFoundError      404
         ├── ChatLineTooLongError    a stream line past ``max_record_bytes``  (url, limit_bytes)
+        ├── ChatResponseTooLargeError  one attempt's response past its line or byte cap (url, limit)
+        ├── ChatThrottleLimitError  throttled more often than the per-call cap     (url, throttles)
+        ├── ChatUrlRefusedError     a chat URL not allowed, or not for the worker's own key (url)
         ├── RecordTooLargeError     a record over ``max_record_bytes``       (topic, size_bytes)
         ├── InvalidJobError         a chat.requests record is not a job (topic, partition, offset)
         ├── InvalidRecordError      a record the sink cannot archive    (topic, partition, offset)
@@ -34,9 +37,10 @@ Tree (retryability is part of the type: workers and the sink decide with ``isins
         ├── ChildError              a child process of a command died or never got ready (name)
         └── ConsoleBindError        the console asked to bind beyond loopback without a token (host)
 
-``ChatServerError`` and ``ChatClientError`` also derive from ``ChatHttpError`` (the status
-carried by both). The errors about files and lookups also derive from the builtin they replace
-(``ValueError``, ``LookupError``, ``RuntimeError``), so callers that caught those still do.
+``ChatServerError``, ``ChatClientError`` and ``ChatThrottleLimitError`` also derive from
+``ChatHttpError`` (the status carried by each). The errors about files and lookups also derive
+from the builtin they replace (``ValueError``, ``LookupError``, ``RuntimeError``), so callers
+that caught those still do.
 Foreign errors are translated once, at the adapter that meets them: httpx in
 :mod:`pipeline.chat.client`, aiokafka in :mod:`pipeline.kafka`, SQLAlchemy/psycopg in
 :func:`pipeline.archive.engine.translate_errors`. ``tests/unit/pipeline/test_errors.py`` checks
@@ -160,6 +164,67 @@ class ChatLineTooLongError(PermanentError):
         self.url = url
         self.limit_bytes = limit_bytes
         self.lines_read = lines_read
+
+
+class ChatResponseTooLargeError(PermanentError):
+    """One attempt's response passed a per-attempt cap on its lines or its bytes.
+
+    A hostile or broken agent can stream without end; the worker stops reading at the cap, the
+    lines that arrived before it stay in ``chat.lines`` (and the archive), and the attempt fails
+    with this reason (settings ``worker_max_attempt_lines`` and ``worker_max_attempt_bytes``).
+
+    Attributes:
+        url: The URL requested.
+        limit: The cap that was reached (lines or bytes, per ``unit``).
+        unit: ``"lines"`` or ``"bytes"``.
+        lines_read: Lines taken before the stream was closed.
+    """
+
+    def __init__(self, *, url: str, limit: int, unit: str, lines_read: int) -> None:
+        super().__init__(
+            f"the response passed the per-attempt cap of {limit} {unit} after {lines_read}"
+            f" lines; stream closed, the lines before it kept ({url})"
+        )
+        self.url = url
+        self.limit = limit
+        self.unit = unit
+        self.lines_read = lines_read
+
+
+class ChatThrottleLimitError(ChatHttpError, PermanentError):
+    """The agent throttled one call more often than the worker's cap (``worker_max_throttled``).
+
+    Each throttled answer is waited out (at least the backoff floor); past the cap the job
+    fails with this error instead of asking again for as long as its deadline allows.
+
+    Attributes:
+        throttles: Throttled answers received for the call.
+        retry_after_s: The last answer's ``Retry-After`` in seconds, if any.
+    """
+
+    def __init__(self, last: ChatThrottledError, *, throttles: int) -> None:
+        message = f"gave up after {throttles} throttled answers (the per-call cap): {last.message}"
+        super().__init__(message, status_code=last.status_code, url=last.url)
+        self.throttles = throttles
+        self.retry_after_s = last.retry_after_s
+
+
+class ChatUrlRefusedError(PermanentError, ValueError):
+    """A chat URL is not one the worker may call, or not one its own API key may go to.
+
+    Chat URLs must match the allow-list ``chat_url_allow`` (scheme, host, port, path prefix);
+    a job without its own key may only name a URL of ``api_key_urls``
+    (:mod:`pipeline.chat.targets`).
+
+    Attributes:
+        url: The URL refused.
+        reason: Why, in words.
+    """
+
+    def __init__(self, reason: str, *, url: str) -> None:
+        super().__init__(f"chat URL {url!r} refused: {reason}")
+        self.url = url
+        self.reason = reason
 
 
 class ArchiveUnavailableError(TransientError):

@@ -26,6 +26,19 @@ one worker process moved 200 paced streams at ~90% machine CPU and saturated nea
 (issue 13's measurements)."""
 MAX_RECORD_BYTES = 32 * 1024 * 1024
 """Largest Kafka record; the broker's ``message.max.bytes`` in ``ops/`` matches it."""
+DEFAULT_JOB_DEADLINE_MAX_S = 3600.0
+"""Longest deadline a job may ask for (``deadline_s``); a longer one is cut to it."""
+DEFAULT_THROTTLE_FLOOR_S = 1.0
+"""Shortest wait after a throttled answer, whatever its ``Retry-After`` says (``0`` included)."""
+DEFAULT_MAX_THROTTLED = 30
+"""Throttled answers one call of a job waits out before the job fails."""
+DEFAULT_MAX_ATTEMPT_LINES = 20_000
+"""Lines one attempt's response may carry: a long LLM turn with its deltas and tool calls is a
+few thousand lines (bench ``paced`` turns: 100-1,000)."""
+DEFAULT_MAX_ATTEMPT_BYTES = 64 * 1024 * 1024
+"""Bytes one attempt's response may carry (two of the largest records)."""
+DEFAULT_RUN_MAX_JOBS = 10_000
+"""Jobs one questions file may expand to; ``chatscribe batch --max-jobs`` raises it on purpose."""
 
 
 class Settings(BaseSettings):
@@ -76,6 +89,22 @@ class Settings(BaseSettings):
             ``getmany`` (issue 13).
         sink_metrics_port: TCP port of the sink's Prometheus ``/metrics``
             (:mod:`pipeline.sink.metrics`); None: not served.
+        chat_url_allow: URL prefixes every chat URL a job names must match (scheme, host,
+            port or ``*``, path prefix; comma-separated). Empty: the origin of ``chat_url``
+            (:mod:`pipeline.chat.targets`; a refused job is dead-lettered with the reason).
+        api_key_urls: URL prefixes the worker's own ``api_key`` is sent to (comma-separated);
+            a job aimed elsewhere must carry its own key. Empty: the origin of ``chat_url``.
+        job_deadline_max_s: Longest deadline a job may ask for; a longer ``deadline_s`` is cut
+            to it.
+        worker_throttle_floor_s: Shortest wait after a throttled answer (429, or 503 with
+            ``Retry-After``); it doubles with each throttled answer of the same call, up to 30
+            s, plus jitter, or the agent's ``Retry-After`` when that is longer.
+        worker_max_throttled: Throttled answers one call waits out; the next one fails the job
+            (:class:`~pipeline.errors.ChatThrottleLimitError`).
+        worker_max_attempt_lines, worker_max_attempt_bytes: Caps on one attempt's response; past
+            either the stream is closed, the lines before it stay, and the attempt fails
+            (:class:`~pipeline.errors.ChatResponseTooLargeError`).
+        run_max_jobs: Jobs one questions file may expand to (``batch --max-jobs`` overrides).
         redact_detectors: Named redaction detectors applied to lines before storage
             (comma-separated; :data:`pipeline.archive.redaction.DETECTORS`).
         redact_patterns: Regular expressions redacted before storage (a JSON list).
@@ -111,6 +140,14 @@ class Settings(BaseSettings):
     connect_timeout_s: float = Field(default=5.0, gt=0)
     read_timeout_s: float = Field(default=120.0, gt=0)
     job_deadline_s: float = Field(default=300.0, gt=0)
+    job_deadline_max_s: float = Field(default=DEFAULT_JOB_DEADLINE_MAX_S, gt=0)
+    chat_url_allow: Annotated[tuple[str, ...], NoDecode] = ()
+    api_key_urls: Annotated[tuple[str, ...], NoDecode] = ()
+    worker_throttle_floor_s: float = Field(default=DEFAULT_THROTTLE_FLOOR_S, gt=0)
+    worker_max_throttled: int = Field(default=DEFAULT_MAX_THROTTLED, ge=1)
+    worker_max_attempt_lines: int = Field(default=DEFAULT_MAX_ATTEMPT_LINES, ge=1)
+    worker_max_attempt_bytes: int = Field(default=DEFAULT_MAX_ATTEMPT_BYTES, ge=1)
+    run_max_jobs: int = Field(default=DEFAULT_RUN_MAX_JOBS, ge=1)
     worker_max_attempts: int = Field(default=3, ge=1)
     worker_session_timeout_s: float = Field(default=30.0, ge=6.0, le=300.0)
     sink_batch_max_records: int = Field(default=5000, ge=1)
@@ -123,9 +160,9 @@ class Settings(BaseSettings):
     redact_patterns: tuple[str, ...] = ()
     console_token: SecretStr | None = None
 
-    @field_validator("redact_detectors", mode="before")
+    @field_validator("redact_detectors", "chat_url_allow", "api_key_urls", mode="before")
     @classmethod
-    def _split_detectors(cls, value: Any) -> Any:
+    def _split_list(cls, value: Any) -> Any:
         """``"email, phone"`` from the environment becomes ``("email", "phone")``."""
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
@@ -141,6 +178,16 @@ class Settings(BaseSettings):
                 "CHATSCRIBE_KAFKA_SASL_USERNAME and CHATSCRIBE_KAFKA_SASL_PASSWORD"
             )
         return self
+
+    @field_validator("chat_url_allow", "api_key_urls")
+    @classmethod
+    def _url_prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Every entry must be a URL prefix (:class:`pipeline.chat.targets.UrlPrefix`)."""
+        from pipeline.chat.targets import UrlPrefix
+
+        for entry in value:
+            UrlPrefix.parse(entry)
+        return value
 
     def topic(self, name: str) -> str:
         """Returns: the topic ``name`` (a :mod:`models.wire` constant) with the prefix applied."""

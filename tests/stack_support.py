@@ -46,6 +46,8 @@ from pipeline.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 API_KEY = "stack-key"
+LOOPBACK_ANY_PORT = ("http://127.0.0.1:*",)
+"""The tests' outbound allow-list: their Chat APIs and agents listen on free loopback ports."""
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 LOG_TAIL_CHARS = 6000
@@ -143,6 +145,8 @@ def stack_env(settings: Settings, **extra: str) -> dict[str, str]:
         "CHATSCRIBE_JOB_DEADLINE_S": str(settings.job_deadline_s),
         "CHATSCRIBE_API_KEY": api_key,
         "CHATSCRIBE_API_KEYS": api_key,
+        "CHATSCRIBE_CHAT_URL_ALLOW": ",".join(settings.chat_url_allow),
+        "CHATSCRIBE_API_KEY_URLS": ",".join(settings.api_key_urls),
         "PYTHONUNBUFFERED": "1",
         **extra,
     }
@@ -207,7 +211,8 @@ def unique_settings(
         tag: Lowercase start of the name ``<tag><10 hex>`` (prefix ``<name>.``, groups
             ``<name>-worker`` and ``<name>-sink``).
         schema: The PostgreSQL schema; by default the name itself.
-        overrides: Further settings (``api_key`` defaults to :data:`API_KEY`).
+        overrides: Further settings (``api_key`` defaults to :data:`API_KEY`, the outbound
+            allow-lists to :data:`LOOPBACK_ANY_PORT`).
     """
     name = f"{tag}{uuid.uuid4().hex[:10]}"
     TOPIC_PREFIXES.add(f"{name}.")
@@ -219,6 +224,8 @@ def unique_settings(
         "worker_group": f"{name}-worker",
         "sink_group": f"{name}-sink",
         "api_key": API_KEY,
+        "chat_url_allow": LOOPBACK_ANY_PORT,
+        "api_key_urls": LOOPBACK_ANY_PORT,
         **overrides,
     }
     return Settings(**values)

@@ -168,6 +168,16 @@ TargetRequestsPerMinute = Annotated[
 ]
 
 
+MaxJobs = Annotated[
+    int | None,
+    typer.Option(
+        "--max-jobs",
+        min=1,
+        help="Most jobs the file may expand to (default CHATSCRIBE_RUN_MAX_JOBS, 10,000).",
+    ),
+]
+
+
 @app.command()
 def batch(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Questions YAML.")],
@@ -183,6 +193,7 @@ def batch(
     requests_per_minute: RequestsPerMinute = None,
     target_max_concurrency: TargetConcurrency = None,
     target_requests_per_minute: TargetRequestsPerMinute = None,
+    max_jobs: MaxJobs = None,
 ) -> None:
     """Submit a questions file as a run, wait for it, print the report. Exit 1 if a job failed.
 
@@ -208,6 +219,7 @@ def batch(
                 api_key=api_key,
                 limits=run_limits,
                 target_limits=agent_limits,
+                max_jobs=max_jobs,
             )
         )
         err.print(
@@ -226,6 +238,7 @@ def batch(
             show_progress=not json_output,
             limits=run_limits,
             target_limits=agent_limits,
+            max_jobs=max_jobs,
         )
     )
     _print_outcome(outcome, json_output=json_output, questions=file)

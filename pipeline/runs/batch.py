@@ -25,12 +25,24 @@ each asked as one or more personas::
 Each (question, persona) pair becomes one :class:`models.records.ChatJob`; the limits travel
 on every job (``limits``, ``target_limits``) and the workers enforce them together
 (:mod:`pipeline.worker.admission`).
+
+Bounds, so that a small file cannot take the machine (issue 24; the "billion laughs" attack,
+OWASP's XML/YAML entity-expansion advice: bound what one document may expand to):
+
+* a file is read only up to :data:`MAX_QUESTIONS_FILE_BYTES`;
+* anchors and aliases may repeat at most :data:`MAX_ALIAS_NODES` YAML nodes in all (a persona's
+  ``sessionSettings`` shared with ``&``/``*`` costs a few nodes per use; an alias bomb's
+  expansion is counted on the composed node graph, before any Python object is built), and
+  nesting deeper than :data:`MAX_DEPTH` is refused;
+* a file may expand to at most ``max_jobs`` jobs (``CHATSCRIBE_RUN_MAX_JOBS``, 10,000;
+  ``chatscribe batch --max-jobs`` raises it on purpose), counted before any job is built.
 """
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any, Final
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -38,7 +50,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from models.chat import SessionSettings
 from models.records import MAX_REQUESTS_PER_MINUTE, ChatJob, RateLimits
 from pipeline.errors import QuestionsFileError
+from pipeline.settings import DEFAULT_RUN_MAX_JOBS
 from pipeline.transcript.result_compare import ExpectedResult
+
+MAX_QUESTIONS_FILE_BYTES: Final = 8 * 1024 * 1024
+"""Largest questions file read (bytes)."""
+MAX_ALIAS_NODES: Final = 10_000
+"""YAML nodes that anchors and aliases may repeat in one file, in all."""
+MAX_DEPTH: Final = 64
+"""Deepest nesting of YAML collections in a questions file."""
 
 
 class LimitsSpec(BaseModel):
@@ -121,20 +141,110 @@ class QuestionsFile(BaseModel):
 
 
 def load_questions(path: Path) -> QuestionsFile:
-    """Reads and validates a questions file.
+    """Reads and validates a questions file, within the bounds of the module docstring.
 
     Raises:
-        QuestionsFileError: The file is missing, is not YAML, or does not validate; the message
-            names the offending field.
+        QuestionsFileError: The file is missing, larger than :data:`MAX_QUESTIONS_FILE_BYTES`,
+            is not YAML, repeats more than :data:`MAX_ALIAS_NODES` nodes through aliases,
+            nests deeper than :data:`MAX_DEPTH`, or does not validate; the message names the
+            offending field or the limit.
     """
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise QuestionsFileError(str(exc), path=path) from exc
+    data = load_bounded_yaml(path)
     try:
         return QuestionsFile.model_validate(data)
     except ValidationError as exc:
         raise QuestionsFileError(_first_errors(exc), path=path) from exc
+
+
+def load_bounded_yaml(
+    path: Path,
+    *,
+    max_bytes: int = MAX_QUESTIONS_FILE_BYTES,
+    max_alias_nodes: int = MAX_ALIAS_NODES,
+    max_depth: int = MAX_DEPTH,
+) -> Any:
+    """Reads one YAML document safely (``yaml.SafeLoader``) within size, alias and depth bounds.
+
+    Args:
+        path: The file.
+        max_bytes: Largest file read.
+        max_alias_nodes: Nodes that aliases may repeat in all (an alias of an anchored mapping
+            of 5 nodes repeats 5).
+        max_depth: Deepest nesting of sequences and mappings.
+
+    Returns:
+        The document's value (None for an empty file).
+
+    Raises:
+        QuestionsFileError: Unreadable, too large, not YAML, past a bound; the message names it.
+    """
+    try:
+        with path.open("rb") as file:
+            raw = file.read(max_bytes + 1)
+        if len(raw) > max_bytes:
+            raise QuestionsFileError(f"larger than the limit of {max_bytes} bytes", path=path)
+        loader = yaml.SafeLoader(raw.decode("utf-8"))
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _check_expansion(node, path, max_alias_nodes=max_alias_nodes, max_depth=max_depth)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise QuestionsFileError(str(exc), path=path) from exc
+    except RecursionError as exc:
+        raise QuestionsFileError(f"nested deeper than the limit of {max_depth}", path=path) from exc
+
+
+def _check_expansion(root: yaml.Node, path: Path, *, max_alias_nodes: int, max_depth: int) -> None:
+    """Counts the nodes the document expands to, aliases followed, without building it.
+
+    Each node's expanded size is computed once (memoised by identity, children first, without
+    recursion), so an alias bomb is measured in time linear in its composed graph.
+
+    Raises:
+        QuestionsFileError: Expansion repeats more than ``max_alias_nodes`` nodes, or a
+            collection nests deeper than ``max_depth``.
+    """
+    sizes: dict[int, int] = {}
+    distinct: set[int] = set()
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, children_done = stack.pop()
+        if depth > max_depth:
+            raise QuestionsFileError(f"nested deeper than the limit of {max_depth}", path=path)
+        children = _children(node)
+        if children_done or not children:
+            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
+            distinct.add(id(node))
+            continue
+        if id(node) in sizes:
+            continue
+        stack.append((node, depth, True))
+        stack.extend((child, depth + 1, False) for child in children if id(child) not in sizes)
+    repeated = sizes[id(root)] - len(distinct)
+    if repeated > max_alias_nodes:
+        raise QuestionsFileError(
+            f"YAML aliases repeat {repeated} nodes, more than the limit of {max_alias_nodes}"
+            " (an alias bomb?)",
+            path=path,
+        )
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def count_jobs(questions: QuestionsFile) -> int:
+    """Returns: how many jobs :func:`expand_jobs` makes of ``questions`` (without making them)."""
+    everyone = len(questions.personas)
+    return sum(len(q.personas) if q.personas is not None else everyone for q in questions.questions)
 
 
 def _first_errors(exc: ValidationError, limit: int = 3) -> str:
@@ -150,6 +260,8 @@ def expand_jobs(
     api_key: str | None = None,
     limits: RateLimits | None = None,
     target_limits: RateLimits | None = None,
+    max_jobs: int = DEFAULT_RUN_MAX_JOBS,
+    path: Path | None = None,
 ) -> list[ChatJob]:
     """Turns a questions file into jobs, in file order (question major, persona minor).
 
@@ -162,10 +274,22 @@ def expand_jobs(
             ``limits``.
         target_limits: Agent limits set on the command line; each one set wins over the
             file's ``targetLimits``.
+        max_jobs: Most jobs the file may expand to (``CHATSCRIBE_RUN_MAX_JOBS``).
+        path: The file, named in errors.
 
     Returns:
         One job per (question, persona), each with a fresh UUID job id.
+
+    Raises:
+        QuestionsFileError: The file expands to more than ``max_jobs`` jobs (none is built).
     """
+    count = count_jobs(questions)
+    if count > max_jobs:
+        raise QuestionsFileError(
+            f"expands to {count} jobs, more than the per-run limit of {max_jobs}"
+            " (CHATSCRIBE_RUN_MAX_JOBS; `chatscribe batch --max-jobs N` raises it on purpose)",
+            path=path or Path(questions.name or "questions file"),
+        )
     by_name = {p.name: p for p in questions.personas}
     run_limits = merge_limits(_file_limits(questions.limits), limits)
     agent_limits = merge_limits(_file_limits(questions.target_limits), target_limits)

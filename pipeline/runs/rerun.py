@@ -26,6 +26,7 @@ from pipeline.archive.runs import (
     run_progress,
     run_results,
 )
+from pipeline.chat.targets import OutboundPolicy
 from pipeline.errors import RunNotFoundError
 from pipeline.runs.runner import ARCHIVE_TABLES, RunOutcome
 from pipeline.runs.submit import submit_jobs
@@ -91,6 +92,7 @@ async def rerun(
 
     Raises:
         RunNotFoundError: The old run is not in the archive.
+        ChatUrlRefusedError: A job's chat URL is one the workers refuse (nothing submitted).
     """
     new_run_id = str(uuid.uuid4())
     engine = create_engine(settings)
@@ -98,6 +100,9 @@ async def rerun(
         past = past_questions(engine, run_id=run_id)
         jobs = rerun_jobs(past, run_id=run_id, new_run_id=new_run_id, chat_url=chat_url)
         urls = sorted({job.chat_url for job in jobs})
+        policy = OutboundPolicy.from_settings(settings)
+        for url in urls:
+            policy.check(url, own_key=True)
         record_run(
             engine,
             run_id=new_run_id,

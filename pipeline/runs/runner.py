@@ -33,6 +33,7 @@ from pipeline.archive.runs import (
     run_progress,
     run_results,
 )
+from pipeline.chat.targets import OutboundPolicy
 from pipeline.errors import RunNotFoundError
 from pipeline.runs.batch import expand_jobs, load_questions
 from pipeline.runs.submit import submit_jobs
@@ -92,6 +93,7 @@ async def run_questions_file(
     check_alive: Callable[[], None] | None = None,
     limits: RateLimits | None = None,
     target_limits: RateLimits | None = None,
+    max_jobs: int | None = None,
 ) -> RunOutcome:
     """Submits a questions file as a run and waits for it.
 
@@ -109,9 +111,11 @@ async def run_questions_file(
         limits: Run limits overriding the file's ``limits`` (:func:`submit_questions_file`).
         target_limits: Agent limits overriding the file's ``targetLimits``
             (:func:`submit_questions_file`).
+        max_jobs: As for :func:`submit_questions_file`.
 
     Raises:
         QuestionsFileError: The file is invalid (nothing is submitted).
+        ChatUrlRefusedError: As for :func:`submit_questions_file`.
         RecordDeliveryError: Kafka did not acknowledge a job.
     """
     run = await submit_questions_file(
@@ -121,6 +125,7 @@ async def run_questions_file(
         api_key=api_key,
         limits=limits,
         target_limits=target_limits,
+        max_jobs=max_jobs,
     )
     return await wait_for_run(
         settings,
@@ -139,6 +144,7 @@ async def submit_questions_file(
     api_key: str | None = None,
     limits: RateLimits | None = None,
     target_limits: RateLimits | None = None,
+    max_jobs: int | None = None,
 ) -> SubmittedRun:
     """Records a run in PostgreSQL and publishes its jobs; returns once Kafka acknowledged all.
 
@@ -151,12 +157,17 @@ async def submit_questions_file(
             the file's ``limits``.
         target_limits: Limits of the run's agent, enforced by the workers together; each one
             set wins over the file's ``targetLimits``.
+        max_jobs: Most jobs the file may expand to; None: ``settings.run_max_jobs``.
 
     Returns:
         The run's id and job count.
 
     Raises:
-        QuestionsFileError: The file is invalid (nothing is recorded or submitted).
+        QuestionsFileError: The file is invalid or expands to more than ``max_jobs`` jobs
+            (nothing is recorded or submitted).
+        ChatUrlRefusedError: A job's chat URL is one the workers refuse
+            (:class:`pipeline.chat.targets.OutboundPolicy` of these settings; nothing is
+            recorded or submitted).
         RecordDeliveryError: Kafka did not acknowledge a job (resubmitting is safe).
     """
     questions = load_questions(path)
@@ -169,7 +180,12 @@ async def submit_questions_file(
         api_key=api_key,
         limits=limits,
         target_limits=target_limits,
+        max_jobs=max_jobs or settings.run_max_jobs,
+        path=path,
     )
+    policy = OutboundPolicy.from_settings(settings)
+    for target in sorted({job.chat_url for job in jobs}):
+        policy.check(target, own_key=api_key is None)
     first = jobs[0]
     options: dict[str, object] = {"api_key_given": api_key is not None}
     for name, value in (("limits", first.limits), ("target_limits", first.target_limits)):

@@ -5,15 +5,19 @@ mode). Per record of ``chat.requests``:
 
 1. parse it as a :class:`~models.records.ChatJob`; if it is not one, the original bytes go to
    ``chat.requests.dlq`` with the reason and source topic/partition/offset in headers;
-2. otherwise its earlier attempts are looked up in its own events
+2. a job whose chat URL the outbound policy refuses (not under ``chat_url_allow``, or the
+   worker's own key asked for a URL outside ``api_key_urls``: :mod:`pipeline.chat.targets`)
+   goes to ``chat.requests.dlq`` with the reason, and a ``failed`` event
+   (``ChatUrlRefusedError``) tells the archive; the URL is never called;
+3. otherwise its earlier attempts are looked up in its own events
    (:class:`~pipeline.worker.history.JobHistory`): a job that already has a final outcome is only
    acknowledged; a job another worker started and lost (SIGKILL, a partition handed over) is
    continued as the next attempt, fetching the thread's state when its chat id is known
    (:func:`pipeline.worker.attempts.plan_attempt`);
-3. :class:`~pipeline.worker.job_runner.JobRunner` runs it: ``started``, every line to
+4. :class:`~pipeline.worker.job_runner.JobRunner` runs it: ``started``, every line to
 ``chat.lines``,
    ``first_line``, and one terminal event, all durable before it returns;
-4. only then is the record acked, and only once every earlier record of its partition taken
+5. only then is the record acked, and only once every earlier record of its partition taken
    here has ended too (:mod:`pipeline.worker.ordered_acks`); faust commits acked offsets.
 
 So a job's offset is committed only after its lines and terminal event are in Kafka
@@ -53,7 +57,8 @@ from models import wire
 from models.records import ChatJob, JobEvent
 from pipeline import collector, metrics
 from pipeline.chat.client import ChatClient
-from pipeline.errors import InvalidJobError, RecordDeliveryError
+from pipeline.chat.targets import OutboundPolicy
+from pipeline.errors import ChatUrlRefusedError, InvalidJobError, RecordDeliveryError
 from pipeline.kafka.clients import (
     DEFAULT_PARTITIONS,
     LINES_LINGER_MS,
@@ -77,7 +82,7 @@ from pipeline.worker.group import (
     requeue,
 )
 from pipeline.worker.history import JobHistory, topic_partitions
-from pipeline.worker.job_runner import ABORT_GRACE_S, JobControl, JobRunner
+from pipeline.worker.job_runner import ABORT_GRACE_S, JobControl, JobRunner, RetryPolicy
 from pipeline.worker.ordered_acks import OrderedAcks
 
 logger = logging.getLogger(__name__)
@@ -120,6 +125,7 @@ class WorkerResources(Service):
         self._runner: JobRunner | None = None
         self.history = JobHistory(settings)
         self.admission = Admission(settings)
+        self.outbound = OutboundPolicy.from_settings(settings)
 
     def __repr__(self) -> str:
         running = len(self.cancellations.running)
@@ -150,6 +156,13 @@ class WorkerResources(Service):
             job_deadline_s=self.settings.job_deadline_s,
             worker_id=self.worker_id,
             max_attempts=self.settings.worker_max_attempts,
+            retry=RetryPolicy(
+                throttle_floor_s=self.settings.worker_throttle_floor_s,
+                max_throttles=self.settings.worker_max_throttled,
+            ),
+            job_deadline_max_s=self.settings.job_deadline_max_s,
+            max_attempt_lines=self.settings.worker_max_attempt_lines,
+            max_attempt_bytes=self.settings.worker_max_attempt_bytes,
         )
         logger.info("worker resources started worker_id=%s", self.worker_id)
 
@@ -188,6 +201,10 @@ class WorkerResources(Service):
             )
             return
         self._check_key(job, message.key)
+        refused = self.outbound.refusal(job.chat_url, own_key=job.api_key is None)
+        if refused is not None:
+            await self._refuse(event, job, refused)
+            return
         prior = await self.history.prior(job.job_id, submitted_ms=int(message.timestamp * 1000))
         try:
             await self._run(job, prior, message)
@@ -256,6 +273,15 @@ class WorkerResources(Service):
         output = JobOutput(self._producer, self.settings, job.job_id)
         await output.send_event(event)
         await output.delivered()
+
+    async def _refuse(self, event: EventT[Any], job: ChatJob, refused: ChatUrlRefusedError) -> None:
+        """Dead-letters a job whose chat URL is refused, and records it ``failed``."""
+        message = event.message
+        error = InvalidJobError(
+            str(refused), topic=message.topic, partition=message.partition, offset=message.offset
+        )
+        await self._dead_letter(event, error)
+        await self._report_crash(job, refused, attempt=1)
 
     async def _dead_letter(self, event: EventT[Any], error: InvalidJobError) -> None:
         topic = self.settings.topic(wire.TOPIC_REQUESTS_DLQ)

@@ -5,11 +5,14 @@ retried with exponential backoff and jitter (tenacity), a bounded number of time
 a cancellation requests an abort through :class:`JobControl`.
 
 Throttling (HTTP 429, or 503 with ``Retry-After``: :class:`~pipeline.errors.ChatThrottledError`)
-is not a failure: the call is made again after the wait the agent asked for (else after the
-backoff), without counting an attempt, for as long as the wait ends before the job's deadline;
-a wait that would end past it fails the job at once with the throttling error. Every throttled
-answer is told to the job's :class:`Throttling` observer (the admission ticket, which lowers the
-target's adaptive concurrency) and counted in :attr:`JobControl.throttled`.
+is not a failure: the call is made again without counting an attempt, after the wait the agent
+asked for but never sooner than the throttle floor (1 s by default, doubling with each throttled
+answer of the call up to 30 s, plus jitter: an agent answering ``Retry-After: 0`` forever gets a
+call every few seconds, not thousands). A call throttled ``max_throttles`` times fails the job
+(:class:`~pipeline.errors.ChatThrottleLimitError`), as does a wait that would end past the job's
+deadline (with the throttling error). Every throttled answer is told to the job's
+:class:`Throttling` observer (the admission ticket, which lowers the target's adaptive
+concurrency) and counted in :attr:`JobControl.throttled`.
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 from models.chat import ChatRequest
 from models.records import ChatJob, Headers, JobEvent
 from pipeline import metrics
-from pipeline.errors import ChatThrottledError, TransientError
+from pipeline.errors import ChatThrottledError, ChatThrottleLimitError, TransientError
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
+THROTTLE_MAX_WAIT_S: Final = 30.0
+"""Where the doubling throttle floor stops growing (an agent's longer ``Retry-After`` wins)."""
 ABORT_GRACE_S: Final = 15.0
 """How long the worker keeps reading after requesting an abort before it closes the stream."""
 DEADLINE_REASON: Final = "deadline exceeded"
@@ -87,12 +92,19 @@ class RetryPolicy:
     Attributes:
         attempts: Calls that fail other than by throttling, in all (the first one included).
         initial_s, max_s: First and largest backoff; each doubles, plus up to ``initial_s`` of
-            random jitter. A throttled answer without ``Retry-After`` waits the same way.
+            random jitter.
+        throttle_floor_s: Shortest wait after the first throttled answer of a call; it doubles
+            with each further one up to :data:`THROTTLE_MAX_WAIT_S`, plus up to
+            ``throttle_floor_s`` of jitter. The agent's ``Retry-After`` wins when longer.
+        max_throttles: Throttled answers of one call that fail the job
+            (:class:`~pipeline.errors.ChatThrottleLimitError`) instead of being waited out.
     """
 
     attempts: int = 4
     initial_s: float = 0.2
     max_s: float = 5.0
+    throttle_floor_s: float = 1.0
+    max_throttles: int = 30
 
     def retrying(
         self, control: JobControl | None = None, *, deadline_at: float | None = None
@@ -135,11 +147,26 @@ class RetryPolicy:
             deadline_at: As for :meth:`retrying`.
 
         Raises:
+            ChatThrottleLimitError: The call was throttled ``max_throttles`` times.
             Whatever the last call raised (tenacity's ``reraise=True``); an error other than a
             :class:`~pipeline.errors.TransientError` at once.
         """
+        control = control or JobControl()
+        throttles = 0
+
+        async def once() -> T:
+            nonlocal throttles
+            try:
+                return await fn()
+            except ChatThrottledError as exc:
+                throttles += 1
+                if throttles < self.max_throttles:
+                    raise
+                control.on_throttled(exc.retry_after_s)
+                raise ChatThrottleLimitError(exc, throttles=throttles) from exc
+
         try:
-            return await fn()
+            return await once()
         except TransientError as exc:
             first: TransientError | None = exc
 
@@ -148,7 +175,7 @@ class RetryPolicy:
             if first is not None:  # the call already made, as the controller's attempt 1
                 error, first = first, None
                 raise error
-            return await fn()
+            return await once()
 
         retrying = self.retrying(control, deadline_at=deadline_at)
         return await retrying(again)
@@ -158,6 +185,17 @@ class RetryPolicy:
         exponent = max(failures - 1, 0)
         wait_s: float = self.initial_s * 2**exponent + random.uniform(0, self.initial_s)
         return min(wait_s, self.max_s)
+
+    def throttle_wait_s(self, throttles: int, retry_after_s: float | None) -> float:
+        """Returns: the wait in seconds after the ``throttles``-th throttled answer (1, 2, ...).
+
+        The agent's ``retry_after_s`` when longer than the floor (``throttle_floor_s`` doubled
+        per earlier throttled answer, at most :data:`THROTTLE_MAX_WAIT_S`), else the floor,
+        plus up to ``throttle_floor_s`` of random jitter.
+        """
+        doubled_s: float = self.throttle_floor_s * 2 ** max(throttles - 1, 0)
+        floor_s = min(doubled_s, THROTTLE_MAX_WAIT_S) + random.uniform(0, self.throttle_floor_s)
+        return max(floor_s, retry_after_s or 0.0)
 
 
 class _Budget:
@@ -175,9 +213,7 @@ class _Budget:
         if isinstance(error, ChatThrottledError):
             self.throttles += 1
             self._control.on_throttled(error.retry_after_s)
-            if error.retry_after_s is not None:
-                return error.retry_after_s
-            return self._policy.backoff_s(self.throttles)
+            return self._policy.throttle_wait_s(self.throttles, error.retry_after_s)
         self.failures += 1
         return self._policy.backoff_s(self.failures)
 

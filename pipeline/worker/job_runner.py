@@ -7,7 +7,11 @@ No faust and no Kafka client here. :class:`JobRunner` talks to the Chat API thro
     started ─ line 1 ─ first_line ─ line 2 … line n ─ (all delivered) ─ terminal event
 
 * Transient errors before the first line are retried (:class:`RetryPolicy`); 4xx never are.
-* At the deadline (``job.deadline_s`` or the default) or on a cancellation the runner calls the
+* One attempt's response may carry at most ``max_attempt_lines`` lines and
+  ``max_attempt_bytes`` bytes: past either the stream is closed and the attempt fails
+  (:class:`~pipeline.errors.ChatResponseTooLargeError`); the lines before it stay published.
+* At the deadline (``job.deadline_s`` cut to ``job_deadline_max_s``, or the default) or on a
+  cancellation the runner calls the
   abort endpoint once the chat id is known and keeps reading to the end; ``abort_grace_s`` after
   the request it closes the stream itself.
 * The terminal event follows :func:`pipeline.worker.attempts.outcome`.
@@ -33,7 +37,12 @@ from models.chat import AbortRequest
 from models.records import ChatJob, EventKind, JobEvent, LineHeaders
 from pipeline import metrics
 from pipeline.chat.client import ChatClient, StreamLine
-from pipeline.errors import PipelineError, TransientError
+from pipeline.errors import ChatResponseTooLargeError, PipelineError, TransientError
+from pipeline.settings import (
+    DEFAULT_JOB_DEADLINE_MAX_S,
+    DEFAULT_MAX_ATTEMPT_BYTES,
+    DEFAULT_MAX_ATTEMPT_LINES,
+)
 from pipeline.worker.attempts import (
     DEFAULT_MAX_ATTEMPTS,
     ERROR_TYPE_EXHAUSTED,
@@ -77,6 +86,7 @@ class _Run:
     state: AttemptState
     control: JobControl
     started: float = field(default_factory=time.monotonic)
+    bytes_read: int = 0
     chat_id_known: asyncio.Event = field(default_factory=asyncio.Event)
     headers: LineHeaders = field(init=False)
 
@@ -95,6 +105,10 @@ class JobRunner:
         abort_grace_s: Seconds to keep reading after an abort request.
         max_attempts: Attempts of one job in all (:func:`pipeline.worker.attempts.plan_attempt`).
         state_poll_s: Pause between two state fetches of a thread that is still streaming.
+        job_deadline_max_s: Longest deadline a job may ask for; a longer ``deadline_s`` is
+            cut to it.
+        max_attempt_lines, max_attempt_bytes: Caps on one attempt's response (lines; bytes of
+            the lines with their newlines).
     """
 
     def __init__(
@@ -107,7 +121,13 @@ class JobRunner:
         abort_grace_s: float = ABORT_GRACE_S,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         state_poll_s: float = STATE_POLL_S,
+        job_deadline_max_s: float = DEFAULT_JOB_DEADLINE_MAX_S,
+        max_attempt_lines: int = DEFAULT_MAX_ATTEMPT_LINES,
+        max_attempt_bytes: int = DEFAULT_MAX_ATTEMPT_BYTES,
     ) -> None:
+        self._job_deadline_max_s = job_deadline_max_s
+        self._max_attempt_lines = max_attempt_lines
+        self._max_attempt_bytes = max_attempt_bytes
         self._client = client
         self._max_attempts = max_attempts
         self._state_poll_s = state_poll_s
@@ -264,7 +284,7 @@ class JobRunner:
 
     async def _drive(self, run: _Run, output: Output) -> BaseException | None:
         """Streams the job under its deadline; returns what ended it early (None: nothing)."""
-        deadline_s = run.job.deadline_s or self._job_deadline_s
+        deadline_s = self._deadline_s(run.job)
         loop = asyncio.get_running_loop()
         aborting: list[asyncio.Task[None]] = []
         try:
@@ -314,7 +334,7 @@ class JobRunner:
         every ``state_poll_s`` until the turn ended; the deadline bounds the wait.
         """
         while True:
-            deadline_at = run.started + (run.job.deadline_s or self._job_deadline_s)
+            deadline_at = run.started + self._deadline_s(run.job)
             result = await self._retry.call(
                 partial(self._first_line, run), control=run.control, deadline_at=deadline_at
             )
@@ -324,6 +344,10 @@ class JobRunner:
             await stream.aclose()
             logger.info("thread still streaming job_id=%s", run.job.job_id)
             await asyncio.sleep(self._state_poll_s)
+
+    def _deadline_s(self, job: ChatJob) -> float:
+        """Returns: the job's deadline in seconds, cut to ``job_deadline_max_s``."""
+        return min(job.deadline_s or self._job_deadline_s, self._job_deadline_max_s)
 
     async def _first_line(self, run: _Run) -> tuple[ChatStream, StreamLine | None]:
         await run.control.admitted()  # a stream slot (again after a 429 or a broken stream)
@@ -343,6 +367,7 @@ class JobRunner:
         return stream, first
 
     async def _publish(self, run: _Run, output: Output, line: StreamLine) -> None:
+        self._within_caps(run, line)
         if line.may_matter:  # most lines (deltas) are forwarded without a parse
             self._observe(run, line)
         # The record is the raw bytes with the envelope's headers (models.records.LineHeaders):
@@ -361,6 +386,19 @@ class JobRunner:
                 await output.send_event(self._event(run, "first_line", line_count=1))
         except TransientError as exc:
             raise _OutputFailedError(exc) from exc
+
+    def _within_caps(self, run: _Run, line: StreamLine) -> None:
+        """Raises ChatResponseTooLargeError when ``line`` would pass an attempt's cap."""
+        run.bytes_read += len(line.raw) + 1
+        over_lines = run.state.lines >= self._max_attempt_lines
+        if over_lines or run.bytes_read > self._max_attempt_bytes:
+            limit = self._max_attempt_lines if over_lines else self._max_attempt_bytes
+            raise ChatResponseTooLargeError(
+                url=run.job.chat_url,
+                limit=limit,
+                unit="lines" if over_lines else "bytes",
+                lines_read=run.state.lines,
+            )
 
     @staticmethod
     def _observe(run: _Run, line: StreamLine) -> None:

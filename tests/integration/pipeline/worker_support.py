@@ -40,7 +40,7 @@ from models.records import ChatJob, JobEvent
 from pipeline.kafka.clients import create_consumer, create_producer
 from pipeline.settings import Settings
 from pipeline.worker.attempts import ERROR_TYPE_SUPERSEDED
-from tests.stack_support import TOPIC_PREFIXES
+from tests.stack_support import LOOPBACK_ANY_PORT, TOPIC_PREFIXES
 
 API_KEY = "worker-test-key"
 CHAT_PATH = wire.CHAT_PATH_TEMPLATE.format(cloud_region="t", account_name="acme", agent_id="7")
@@ -108,7 +108,12 @@ def malformed_lines(chat_id: str) -> list[bytes]:
     ]
 
 
+FLOOD_LINES = 60_000
+"""Lines of the ``flood`` script: a hostile agent's answer that never stops on its own."""
+
 SCRIPTS = (
+    "throttle-forever",
+    "flood",
     "normal",
     "error-line",
     "http-500",
@@ -156,6 +161,9 @@ def script_app(state: ScriptedChat) -> Starlette:
             return JSONResponse({"error": "sessionSettings: bad externalId"}, status_code=400)
         if script == "flaky" and state.calls[question] <= 2:
             return JSONResponse({"error": "warming up"}, status_code=503)
+        if script == "throttle-forever":  # a hostile agent: "come back at once", for ever
+            headers = {"Retry-After": "0"}
+            return JSONResponse({"error": "slow down"}, status_code=429, headers=headers)
         state.abort_events[chat_id] = threading.Event()
         return StreamingResponse(_stream(state, script, chat_id), media_type="application/json")
 
@@ -218,6 +226,12 @@ async def _stream(state: ScriptedChat, script: str, chat_id: str) -> AsyncIterat
     elif script == "slow":
         async for raw in _slow(state, chat_id):
             yield raw
+    elif script == "flood":
+        yield _cutoff(chat_id) + b"\n"
+        delta = _line(id="m1", role="assistant", content="x", isDelta=True) + b"\n"
+        for _ in range(FLOOD_LINES // 1000):
+            yield delta * 1000
+            await asyncio.sleep(0)
 
 
 def snapshot_lines(chat_id: str) -> list[bytes]:
@@ -280,6 +294,17 @@ class WorkerProcess:
         return self.process.wait()
 
 
+GUARD_SETTINGS = (
+    "chat_url_allow",
+    "api_key_urls",
+    "worker_max_throttled",
+    "worker_max_attempt_lines",
+    "worker_max_attempt_bytes",
+    "job_deadline_max_s",
+)
+"""Settings of the worker's outbound guard that :func:`start_worker` hands over."""
+
+
 def start_worker(settings: Settings, log_path: Path, *, code: str | None = None) -> WorkerProcess:
     """Starts ``run_worker(Settings())`` (or ``code``) in a subprocess configured by env vars."""
     env = {
@@ -293,6 +318,11 @@ def start_worker(settings: Settings, log_path: Path, *, code: str | None = None)
         "CHATSCRIBE_WORKER_SESSION_TIMEOUT_S": str(settings.worker_session_timeout_s),
         "PYTHONUNBUFFERED": "1",
     }
+    for name in GUARD_SETTINGS:
+        value = getattr(settings, name, None)
+        if value is not None:
+            text = ",".join(value) if isinstance(value, tuple) else str(value)
+            env[f"CHATSCRIBE_{name.upper()}"] = text
     if settings.metrics_port is not None:
         env["CHATSCRIBE_METRICS_PORT"] = str(settings.metrics_port)
     code = code or RUN_WORKER
@@ -315,14 +345,17 @@ def unique_prefix() -> str:
 def worker_settings(kafka_bootstrap: str, name: str, **overrides: Any) -> Settings:
     """Settings with a unique topic prefix and worker group for ``name``."""
     TOPIC_PREFIXES.add(f"{name}.")
-    return Settings(
-        kafka_bootstrap=kafka_bootstrap,
-        topic_prefix=f"{name}.",
-        worker_group=f"{name}-worker",
-        api_key=API_KEY,
-        worker_concurrency=4,
+    values: dict[str, Any] = {
+        "kafka_bootstrap": kafka_bootstrap,
+        "topic_prefix": f"{name}.",
+        "worker_group": f"{name}-worker",
+        "api_key": API_KEY,
+        "worker_concurrency": 4,
+        "chat_url_allow": LOOPBACK_ANY_PORT,
+        "api_key_urls": LOOPBACK_ANY_PORT,
         **overrides,
-    )
+    }
+    return Settings(**values)
 
 
 ALL_TOPICS = (

@@ -18,7 +18,7 @@ from pipeline.worker.job_runner import JobControl, JobRunner, RetryPolicy
 
 URL = "http://chat.test/api/v1/public/r/a/agents/1/chat/stream-chat-state"
 NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=UTC)
-FAST = RetryPolicy(attempts=2, initial_s=0.001, max_s=0.005)
+FAST = RetryPolicy(attempts=2, initial_s=0.001, max_s=0.005, throttle_floor_s=0.001)
 BODY = b'{"id":"__cutoff__","state":{"chatId":"c1"}}\n{"id":"m1","content":"hi","final":true}\n'
 
 
@@ -266,3 +266,46 @@ async def test_policy_call_raises_a_permanent_error_at_once() -> None:
     with pytest.raises(ValueError, match="not transient"):
         await policy.call(call)
     assert (call.made, policy.built) == (1, [])
+
+
+def test_throttle_wait_has_a_floor_that_grows_whatever_retry_after_says() -> None:
+    policy = RetryPolicy(throttle_floor_s=1.0)
+    waits = [policy.throttle_wait_s(n, 0.0) for n in (1, 2, 3, 6, 12)]
+    assert 1.0 <= waits[0] <= 2.0  # the floor plus up to one floor of jitter
+    assert 2.0 <= waits[1] <= 3.0
+    assert 4.0 <= waits[2] <= 5.0
+    assert 30.0 <= waits[3] <= 31.0 and 30.0 <= waits[4] <= 31.0  # the growth stops
+    assert policy.throttle_wait_s(1, 120.0) == 120.0  # a longer Retry-After still wins
+    assert policy.throttle_wait_s(1, None) >= 1.0
+
+
+class CountingAgent:
+    """An agent that answers 429 with ``Retry-After: 0`` to every call, and counts them."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.calls += 1
+        return httpx.Response(429, headers={"Retry-After": "0"}, json={"error": "slow down"})
+
+
+async def test_an_agent_throttling_forever_gets_max_throttles_calls_then_the_job_fails() -> None:
+    agent = CountingAgent()
+    client = ChatClient(api_key="k", transport=httpx.MockTransport(agent))
+    policy = RetryPolicy(attempts=2, initial_s=0.001, throttle_floor_s=0.001, max_throttles=5)
+    runner = JobRunner(client, job_deadline_s=60, worker_id="w1", retry=policy)
+    observer = Observer()
+    terminal = await runner.run(_job(), Output(), control=JobControl(observer=observer))
+    assert agent.calls == 5
+    assert terminal.kind == "failed"
+    assert terminal.error_type == "ChatThrottleLimitError"
+    assert terminal.http_status == 429
+    assert terminal.throttled == 5 and len(observer.throttles) == 5
+    assert terminal.error is not None and "gave up after 5 throttled answers" in terminal.error
+
+
+def test_the_default_policy_caps_throttled_answers_and_waits_at_least_a_second() -> None:
+    policy = RetryPolicy()
+    assert policy.max_throttles == 30
+    assert policy.throttle_floor_s == 1.0
