@@ -5,7 +5,7 @@ copy of a job's content: the raw lines, their parsed payload, every derived row,
 and its lifecycle events. :data:`CONTENT` lists each such column with the SQL expression that
 ``delete`` sets it to; :data:`KEPT` lists every other text, JSON, array or byte column of
 :mod:`pipeline.archive.tables` with the reason it holds no content (keys, closed value sets,
-hashes, who asked, the model's member names). ``tests/unit/pipeline/archive/test_content.py``
+hashes, who asked, the model's member names). ``tests/unit/pipeline/test_retention_columns.py``
 fails when a table gains such a column that is in neither, so the lists stay complete.
 
 ``delete`` (:func:`delete_columns`) runs one ``UPDATE`` per table; ``redact``
@@ -116,8 +116,9 @@ KEPT: Final[dict[tuple[str, str], str]] = {
 }
 """``(table, column) → why it holds no content``, for every other text/JSON/array/byte column."""
 
-LINE_COLUMNS: Final = (("stream_lines", "raw"), ("stream_lines", "payload"))
-"""Rewritten by the line redaction itself (:func:`pipeline.archive.retention.redact_content`)."""
+LINE_COLUMNS: Final = (("stream_lines", "raw"),)
+"""Rewritten by the line redaction itself (:func:`pipeline.archive.retention.redact_content`);
+``payload`` is parsed again from the rewritten bytes and then walked like every other column."""
 
 
 def delete_columns(conn: sa.Connection, job_ids: Sequence[str]) -> int:

@@ -141,7 +141,10 @@ async def ensure_topics(
         await admin.start()
         missing = sorted(set(wanted) - set(await admin.list_topics()))
         if missing:
-            new = [NewTopic(name, partitions, 1) for name in missing]
+            new = [
+                NewTopic(name, partitions, 1, topic_configs=topic_configs(settings, name))
+                for name in missing
+            ]
             response = await admin.create_topics(new)
             _check_created(response.topic_errors)
     except KafkaError as exc:
@@ -151,6 +154,17 @@ async def ensure_topics(
     if missing:
         logger.info("topics created topics=%s partitions=%s", ",".join(missing), partitions)
     return missing
+
+
+def topic_configs(settings: Settings, name: str) -> dict[str, str]:
+    """Returns: the configuration a created topic gets: ``retention.ms`` of ``chat.lines``.
+
+    ``settings.lines_retention_ms`` (None: the broker's default) keeps the raw lines in Kafka no
+    longer than the archive keeps them (README, "Retention").
+    """
+    if name == settings.topic(TOPIC_LINES) and settings.lines_retention_ms is not None:
+        return {"retention.ms": str(settings.lines_retention_ms)}
+    return {}
 
 
 def _check_created(topic_errors: Iterable[tuple[Any, ...]]) -> None:
