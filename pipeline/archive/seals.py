@@ -155,7 +155,7 @@ class SealRecord:
     Attributes:
         run_id: The job's run (``verify --run`` scopes the anchor by it).
         seal: :meth:`SealParts.seal`, hex.
-        reason: ``normalised``, ``job_changed``, ``redacted`` or ``deleted``.
+        reason: A :data:`models.archive.SEAL_REASONS` value.
     """
 
     job_id: str
@@ -421,7 +421,8 @@ Finding = tuple[str, int, int | None, str, str]
 """``(job_id, attempt, line_no or None, kind, detail)``: one problem :func:`check` found."""
 
 _SEALED: Final = """
-SELECT s.job_id, s.attempt, s.line_count, s.head, s.redacted, s.job_sha256, s.derived, s.seal
+SELECT s.job_id, s.attempt, s.line_count, s.head, s.redacted, s.job_sha256, s.derived, s.seal,
+       s.reason
 FROM attempt_seals s LEFT JOIN jobs j USING (job_id) WHERE {where} ORDER BY s.job_id, s.attempt
 """
 _UNSEALED: Final = """
@@ -549,7 +550,7 @@ def _against_anchor(
         seen.add(pair)
         record = anchored.get(pair)
         if record is None:
-            found.append((*pair, None, "unanchored", f"seal not in the anchor {anchor.path}"))
+            found.append((*pair, None, "unanchored", _unanchored(anchor, r.reason)))
         elif record.seal != bytes(r.seal).hex():
             found.append((*pair, None, "anchor_mismatch", _mismatch(anchor, record)))
         else:
@@ -562,6 +563,12 @@ def _against_anchor(
             detail = f"anchored ({record.reason}, {record.at}) but no seal in the archive"
             found.append((*pair, None, "seal_missing", detail))
     return matched
+
+
+def _unanchored(anchor: Anchor, reason: str) -> str:
+    if reason == "migrated":
+        return f"sealed by migration 0007, before anchoring: not in the anchor {anchor.path}"
+    return f"seal not in the anchor {anchor.path}"
 
 
 def _mismatch(anchor: Anchor, record: SealRecord) -> str:
