@@ -28,6 +28,8 @@ EVENT_KINDS: Final = ("accepted", "started", "first_line", "completed", "failed"
 ANSWER_SOURCES: Final = ("final", "state", "fallback", "none")
 TOOL_KINDS: Final = ("meta", "sql", "other")
 REDACTIONS: Final = ("redacted", "deleted")
+SEAL_REASONS: Final = ("normalised", "job_changed", "redacted", "deleted", "migrated")
+"""Why an attempt's seal was (last) written (``attempt_seals.reason``, migration 0007)."""
 
 INT32_MIN: Final = -(2**31)
 INT32_MAX: Final = 2**31 - 1

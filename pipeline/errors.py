@@ -34,6 +34,7 @@ Tree (retryability is part of the type: workers and the sink decide with ``isins
         ├── QuestionsFileError      a questions file does not read or validate          (path)
         ├── RetentionPolicyError    a retention policy file does not read or validate   (path)
         ├── RedactionRuleError      a redaction rule names no detector or is no regex   (rule)
+        ├── ChainAnchorError        the chain anchor file cannot be read                (path)
         ├── ChildError              a child process of a command died or never got ready (name)
         └── ConsoleBindError        the console asked to bind beyond loopback without a token (host)
 
@@ -416,6 +417,18 @@ class RedactionRuleError(PermanentError, ValueError):
     def __init__(self, message: str, *, rule: str) -> None:
         super().__init__(message)
         self.rule = rule
+
+
+class ChainAnchorError(PermanentError, OSError):
+    """The file that anchors the archive's seals outside PostgreSQL cannot be read.
+
+    Attributes:
+        path: The anchor file (``CHATSCRIBE_CHAIN_ANCHOR_DIR``/``seals.jsonl``).
+    """
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
 
 
 class ChildError(PermanentError, RuntimeError):

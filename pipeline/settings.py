@@ -108,6 +108,15 @@ class Settings(BaseSettings):
         redact_detectors: Named redaction detectors applied to lines before storage
             (comma-separated; :data:`pipeline.archive.redaction.DETECTORS`).
         redact_patterns: Regular expressions redacted before storage (a JSON list).
+        chain_anchor_dir: Directory of the append-only file ``seals.jsonl`` where the sink and
+            ``retention apply`` anchor each attempt's seal outside PostgreSQL, and which
+            ``chatscribe verify`` compares the archive with (:mod:`pipeline.archive.seals`);
+            None: seals are kept in PostgreSQL only, so a consistent rewrite of a whole
+            attempt inside the database goes unnoticed.
+        lines_retention_ms: ``retention.ms`` given to the ``chat.lines`` topic when the
+            pipeline creates it (match the archive's retention policy); None: the broker's
+            default (``log.retention.hours``, 7 days unless configured). Topics that exist
+            keep their configuration (``kafka-configs.sh --alter`` changes it).
         console_token: The token every page of ``chatscribe console`` asks for (header,
             cookie or ``?token=`` link); required to bind anything but loopback.
     """
@@ -159,6 +168,8 @@ class Settings(BaseSettings):
     redact_detectors: Annotated[tuple[str, ...], NoDecode] = ()
     redact_patterns: tuple[str, ...] = ()
     console_token: SecretStr | None = None
+    chain_anchor_dir: Path | None = None
+    lines_retention_ms: int | None = Field(default=None, ge=1)
 
     @field_validator("redact_detectors", "chat_url_allow", "api_key_urls", mode="before")
     @classmethod

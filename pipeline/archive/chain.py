@@ -29,8 +29,13 @@ transaction, with the jobs' advisory locks held):
    ``ix_stream_lines_unchained`` (empty in the common case) and links those that now follow
    the head, so the chain completes in whichever batch fills the gap.
 
-An attacker who can rewrite the database can also recompute every hash; anchoring the chain
-heads outside PostgreSQL (e.g. publishing them) is what would close that gap (not done here).
+``chatscribe verify`` (:func:`verify`) requires every line of a complete attempt (a terminal
+event gave its ``line_count``) to carry both hashes: a missing hash there is a problem, not
+"unchained" (only lines of attempts still open may wait for a predecessor); a line numbered
+past ``line_count`` is a problem too. Redacted rows skip the byte-for-byte check of ``raw``
+here; their stored bytes are covered by the attempt's seal, and the rows people read (derived
+rows, the job's identity) by the same seal, anchored outside PostgreSQL
+(:mod:`pipeline.archive.seals`).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from typing import Any, Final
 import sqlalchemy as sa
 
 from models.records import LineEnvelope
+from pipeline.archive import seals as archive_seals
 
 GENESIS: Final = bytes(32)
 """The ``chain_hash`` before line 1."""
@@ -236,16 +242,21 @@ class VerifyReport:
 
     Attributes:
         attempts, lines: How many were checked.
-        redacted: Lines marked redacted or deleted (chain checked, raw bytes not).
-        unchained: Lines without a ``chain_hash`` (written before migration 0002, or still
-            waiting for a predecessor); not counted as problems.
-        problems: Rows changed after they were written, missing lines.
+        redacted: Lines marked redacted or deleted (chain checked here, bytes by the seal).
+        unchained: Lines of attempts still open (no terminal ``line_count``) without a
+            ``chain_hash``: waiting for a predecessor; not counted as problems.
+        sealed: Sealed attempts measured again (:mod:`pipeline.archive.seals`).
+        anchored: Seals found in the anchor file (None: no anchor configured).
+        problems: Rows changed after they were written, missing or unhashed lines, lines
+            after an attempt's end, seals that differ (module docstrings).
     """
 
     attempts: int = 0
     lines: int = 0
     redacted: int = 0
     unchained: int = 0
+    sealed: int = 0
+    anchored: int | None = None
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -263,43 +274,56 @@ ORDER BY s.job_id, s.attempt, s.line_no
 """
 _COUNTS = """
 SELECT e.job_id, e.attempt, max(e.line_count) AS line_count
-FROM job_events e JOIN jobs j USING (job_id)
+FROM job_events e LEFT JOIN jobs j USING (job_id)
 WHERE {where} AND e.line_count IS NOT NULL AND e.kind IN ('completed', 'failed', 'aborted')
 GROUP BY e.job_id, e.attempt
 """
 
 
 def verify(
-    conn: sa.Connection, *, run_id: str | None = None, job_id: str | None = None
+    conn: sa.Connection,
+    *,
+    run_id: str | None = None,
+    job_id: str | None = None,
+    anchor: archive_seals.Anchor | None = None,
 ) -> VerifyReport:
-    """Recomputes the chains of a run's, a job's or every attempt (module docstring).
+    """Recomputes the chains and seals of a run's, a job's or every attempt (module docstring).
 
     Args:
         conn: Any connection (read only).
         run_id: Only this run's attempts (with ``job_id`` None too: the whole archive).
         job_id: Only this job's attempts.
+        anchor: The seals' anchor file (``CHATSCRIBE_CHAIN_ANCHOR_DIR``); None: seals are
+            compared with the archive's own copy only.
 
     Returns:
-        The report; a problem per changed row, broken link or missing line.
+        The report; a problem per changed row, broken link, missing or unhashed line, line
+        after its attempt's end, and per seal part that differs.
+
+    Raises:
+        ChainAnchorError: The anchor file exists but cannot be read.
     """
     where, params = _scope(run_id, job_id)
     report = VerifyReport()
+    ends = {
+        (r.job_id, r.attempt): r.line_count
+        for r in conn.execute(sa.text(_COUNTS.format(where=where)), params)
+    }
     last: dict[JobAttempt, tuple[int, bytes | None]] = {}
     for row in conn.execute(sa.text(_VERIFY.format(where=where)), params):
-        _check_row(report, last, row)
-    counts = conn.execute(sa.text(_COUNTS.format(where=where)), params)
-    for row in counts:
-        stored = last.get((row.job_id, row.attempt), (0, None))[0]
-        if stored < row.line_count:
-            report.problems.append(
-                Problem(row.job_id, row.attempt, stored + 1, "missing", _missing(stored, row))
-            )
+        _check_row(report, last, row, ends.get((row.job_id, row.attempt)))
+    for (job, attempt), line_count in sorted(ends.items()):
+        stored = last.get((job, attempt), (0, None))[0]
+        if stored < line_count:
+            detail = f"lines {stored + 1}..{line_count} missing (the attempt produced {line_count})"
+            report.problems.append(Problem(job, attempt, stored + 1, "missing", detail))
     report.attempts = len(last)
+    sealed = archive_seals.check(
+        conn, where=where, params=params, anchor=anchor, run_id=run_id, job_id=job_id
+    )
+    report.sealed, report.anchored = sealed.sealed, sealed.anchored
+    report.problems.extend(Problem(*finding) for finding in sealed.findings or [])
     return report
-
-
-def _missing(stored: int, row: Any) -> str:
-    return f"lines {stored + 1}..{row.line_count} missing (the attempt produced {row.line_count})"
 
 
 def _scope(run_id: str | None, job_id: str | None) -> tuple[str, dict[str, Any]]:
@@ -314,8 +338,12 @@ def _scope(run_id: str | None, job_id: str | None) -> tuple[str, dict[str, Any]]
 
 
 def _check_row(
-    report: VerifyReport, last: dict[JobAttempt, tuple[int, bytes | None]], row: Any
+    report: VerifyReport,
+    last: dict[JobAttempt, tuple[int, bytes | None]],
+    row: Any,
+    line_count: int | None,
 ) -> None:
+    """Checks one line against its predecessor; ``line_count`` None: the attempt is open."""
     report.lines += 1
     pair = (row.job_id, row.attempt)
     previous_no, previous_hash = last.get(pair, (0, GENESIS))
@@ -328,13 +356,18 @@ def _check_row(
         report.redacted += 1
     elif row.raw_sha256 is not None and not row.raw_ok:
         problem("raw_changed", "raw bytes differ from the sha256 recorded when it was written")
+    if line_count is not None and row.line_no > line_count:
+        problem("after_end", f"after the attempt's last line ({line_count}): not part of it")
     if row.line_no != previous_no + 1:
         problem("missing", f"lines {previous_no + 1}..{row.line_no - 1} missing before it")
     if row.chain_hash is None or row.raw_sha256 is None:
-        report.unchained += 1
+        if line_count is None:
+            report.unchained += 1
+        else:
+            problem("unhashed", "line of a complete attempt without raw_sha256 or chain_hash")
         return
     if previous_hash is None:
-        return  # follows an unchained line: nothing to compare with
+        return  # follows an unchained line: reported there
     key = line_key(row.job_id, row.attempt, row.line_no, row.received_at, row.terminated)
     if link(previous_hash, key, bytes(row.raw_sha256)) != bytes(row.chain_hash):
         problem("chain_broken", "key, receive time, terminator or hash changed (or a line moved)")

@@ -16,20 +16,29 @@ A database module (SQLAlchemy). A policy file (YAML)::
       action: detach             # or drop
 
 A job is due when it finished (else was last updated) more than ``afterDays`` days before
-``now``. What each action does to a due job's last and earlier attempts:
+``now``. Each action reaches every column that holds a due job's content, all attempts
+(:data:`pipeline.archive.content.CONTENT`: the raw lines and their payload and parse errors;
+message content, thinking and extras; tool inputs, results and errors; SQL text, titles,
+descriptions, chart specs, returned rows and errors; answers and stream errors; the job's
+question, error and session settings; its events' payloads):
 
-* ``delete``: raw lines become empty and lose their parsed ``payload``; message content,
-  thinking and extra members, tool payloads, returned rows, the user request and the answer text
-  are set NULL. Lines are marked ``deleted``.
-* ``redact``: raw lines are rewritten by the redaction rules and marked ``redacted``; the
-  derived rows are recomputed from them; the question is redacted too.
+* ``delete``: each column is set to its deleted value (NULL, empty; lines become empty and
+  are marked ``deleted``; session settings keep only ``externalId``/``internalId``; events
+  lose their ``job`` and ``error``).
+* ``redact``: raw lines are rewritten by the redaction rules and marked ``redacted``, the
+  derived rows recomputed from them, then the rules are applied to every string of every
+  content column (text, arrays, strings inside ``jsonb``).
 
-Kept in both cases (the audit trail): the job, its identity and question (``delete``) and
-lifecycle, each line's key, receive time, ``raw_sha256`` and ``chain_hash`` (so
-``chatscribe verify`` still proves that no metadata changed, see :mod:`pipeline.archive.chain`),
-tool
-names and errors, SQL text, views, members, schema and row counts. Applying a policy twice
-changes nothing the second time.
+Kept in both cases (the audit trail, :data:`pipeline.archive.content.KEPT`): the job, its
+identity and lifecycle, each line's key, receive time, ``raw_sha256`` and ``chain_hash``, tool
+names, views, members, result schemas and row counts. Each sealed attempt whose content changed
+is sealed again (reason ``redacted`` or ``deleted``) and, with an anchor, the new seal
+anchored (:mod:`pipeline.archive.seals`), so ``chatscribe verify`` still passes and still
+catches any other change. Applying a policy twice changes nothing the second time.
+
+Kafka keeps its own copy of the raw lines (``chat.lines``) and events until the topics'
+retention (``retention.ms``; ``CHATSCRIBE_LINES_RETENTION_MS`` for ``chat.lines`` when the
+pipeline creates it): a row-level policy does not reach it.
 
 ``partitions`` (migration 0006): a monthly partition of ``stream_lines`` whose month ended more
 than ``afterDays`` before ``now`` is detached (it stays a plain table, to be dumped and dropped
@@ -54,8 +63,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from models.records import parse_line
+from pipeline.archive import content as archive_content
 from pipeline.archive import derived as archive_derived
 from pipeline.archive import partitions as archive_partitions
+from pipeline.archive import seals as archive_seals
 from pipeline.archive.redaction import Redactor
 from pipeline.errors import RetentionPolicyError
 
@@ -150,31 +161,15 @@ def due_jobs(
     return out
 
 
-_DELETE = (
-    """UPDATE stream_lines SET raw = '\\x'::bytea, payload = NULL, redaction = 'deleted',
-       redacted_at = now() WHERE job_id = ANY(:jobs) AND redaction IS DISTINCT FROM 'deleted'""",
-    """UPDATE messages SET content = NULL, thinking = NULL, extra = '{}'::jsonb
-       WHERE job_id = ANY(:jobs)""",
-    """UPDATE tool_calls SET input = NULL, result = NULL, input_raw = NULL,
-       result_raw = NULL WHERE job_id = ANY(:jobs)""",
-    """UPDATE sql_queries SET rows = NULL, user_request = NULL WHERE job_id = ANY(:jobs)""",
-    """UPDATE answers SET content = NULL WHERE job_id = ANY(:jobs)""",
-)
-
-
 def delete_content(conn: sa.Connection, job_ids: list[str]) -> int:
     """Deletes the content of ``job_ids`` (module docstring); returns lines newly deleted."""
     if not job_ids:
         return 0
-    changed = 0
-    for n, statement in enumerate(_DELETE):
-        result = conn.execute(sa.text(statement), {"jobs": job_ids})
-        changed += result.rowcount if n == 0 else 0
-    return changed
+    return archive_content.delete_columns(conn, job_ids)
 
 
 def redact_content(conn: sa.Connection, job_ids: list[str], redactor: Redactor) -> int:
-    """Redacts the lines and question of ``job_ids`` and recomputes their derived rows.
+    """Redacts the lines of ``job_ids``, recomputes their derived rows, redacts every column.
 
     Returns:
         Lines whose bytes changed.
@@ -210,9 +205,9 @@ def redact_content(conn: sa.Connection, job_ids: list[str], redactor: Redactor) 
             ),
             updates,
         )
-    _redact_questions(conn, job_ids, redactor)
     pairs = sorted({(u["j"], u["a"]) for u in updates})
     archive_derived.normalise_ready(conn, pairs, force=True)
+    archive_content.redact_columns(conn, job_ids, redactor)
     return len(updates)
 
 
@@ -221,23 +216,13 @@ def _json_text(raw: bytes) -> str | None:
     return raw.decode("utf-8") if message is not None else None
 
 
-def _redact_questions(conn: sa.Connection, job_ids: list[str], redactor: Redactor) -> None:
-    query = "SELECT job_id, question FROM jobs WHERE job_id = ANY(:jobs)"
-    for row in conn.execute(sa.text(query), {"jobs": job_ids}).all():
-        redacted = redactor.redact(row.question or "")
-        if row.question and redacted != row.question:
-            conn.execute(
-                sa.text("UPDATE jobs SET question = :q WHERE job_id = :j"),
-                {"q": redacted, "j": row.job_id},
-            )
-
-
 def apply_policy(
     conn: sa.Connection,
     policy: RetentionPolicy,
     *,
     now: datetime,
     default_redactor: Redactor,
+    anchor: archive_seals.Anchor | None = None,
 ) -> RetentionOutcome:
     """Applies a policy in the caller's transaction (module docstring).
 
@@ -246,6 +231,10 @@ def apply_policy(
         policy: The rules.
         now: The time ages are measured from (a test may pass a later one).
         default_redactor: Rules for ``redact`` when the policy names none.
+        anchor: Where the new seals are anchored (``CHATSCRIBE_CHAIN_ANCHOR_DIR``).
+
+    Raises:
+        ArchiveUnavailableError: The anchor could not be written (roll the transaction back).
     """
     due = due_jobs(conn, policy, now=now)
     deleting = sorted(j for j, rule in due.items() if rule.action == "delete")
@@ -259,9 +248,20 @@ def apply_policy(
     outcome = RetentionOutcome(deleted_jobs=len(deleting), redacted_jobs=len(redacting))
     outcome.lines_changed += redact_content(conn, redacting, redactor)
     outcome.lines_changed += delete_content(conn, deleting)
+    _reseal(conn, redacting, "redacted", anchor)
+    _reseal(conn, deleting, "deleted", anchor)
     if policy.partitions is not None:
         outcome.partitions_removed = remove_partitions(conn, policy.partitions, now=now)
     return outcome
+
+
+def _reseal(
+    conn: sa.Connection, job_ids: list[str], reason: str, anchor: archive_seals.Anchor | None
+) -> None:
+    sealed = archive_seals.sealed_of_jobs(conn, job_ids)
+    records = archive_seals.seal_attempts(conn, sealed, reason=reason, only_changed=True)
+    if anchor is not None:
+        anchor.append(records)
 
 
 def remove_partitions(

@@ -18,6 +18,8 @@ Tables (design.md, "Archive tables"), one row per:
 * ``stream_lines``: raw NDJSON line, bytes exactly as received — key (job, attempt, line_no);
   ``raw_sha256`` and ``chain_hash`` make it tamper-evident (:mod:`pipeline.archive.chain`, migration
   0002); ``redaction``/``redacted_at`` mark content removed by retention or redaction.
+* ``attempt_seals``: complete attempt, sealed for ``chatscribe verify``
+  (:mod:`pipeline.archive.seals`, migration 0007).
 * ``messages``, ``tool_calls``, ``sql_queries``, ``answers``: derived from a complete attempt's
   lines by :func:`pipeline.transcript.normalise.normalise`; recomputable from ``stream_lines``.
 
@@ -51,6 +53,7 @@ from models.archive import (
     JOB_STATUSES,
     NAMING_CONVENTION,
     REDACTIONS,
+    SEAL_REASONS,
     TOOL_KINDS,
 )
 
@@ -245,6 +248,22 @@ answers = Table(
         text("to_tsvector('english'::regconfig, coalesce(content, ''))"),
         postgresql_using="gin",
     ),
+)
+
+attempt_seals = Table(  # migration 0007, pipeline.archive.seals
+    "attempt_seals",
+    metadata,
+    Column("job_id", Text, primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("line_count", Integer, nullable=False),
+    Column("head", LargeBinary),
+    Column("redacted", JSONB(none_as_null=True), nullable=False),
+    Column("job_sha256", LargeBinary),
+    Column("derived", JSONB(none_as_null=True), nullable=False),
+    Column("seal", LargeBinary, nullable=False),
+    Column("reason", Text, nullable=False),
+    _tz("sealed_at", nullable=False, now=True),
+    _one_of("reason", SEAL_REASONS, "reason"),
 )
 
 DERIVED_TABLES: Final = (messages, tool_calls, sql_queries, answers)

@@ -53,12 +53,13 @@ from pipeline.archive import derived as archive_derived
 from pipeline.archive import jobs as archive_jobs
 from pipeline.archive import lines as archive_lines
 from pipeline.archive import partitions as archive_partitions
+from pipeline.archive import seals as archive_seals
 from pipeline.archive.chain import KnownHeads
 from pipeline.archive.engine import create_engine, translate_errors
 from pipeline.archive.parsed import LineKey, ParsedLines
 from pipeline.archive.redaction import Redactor
 from pipeline.collector import collector_paused
-from pipeline.errors import ArchiveUnavailableError
+from pipeline.errors import ArchiveRejectedError, ArchiveUnavailableError
 from pipeline.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -131,9 +132,11 @@ class ArchiveWriter:
         *,
         owns_engine: bool = False,
         redactor: Redactor | None = None,
+        anchor: archive_seals.Anchor | None = None,
     ) -> None:
         self._engine = engine
         self._redactor = redactor
+        self._anchor = anchor
         self._parsed = ParsedLines()
         self._heads = KnownHeads()
         self._owns_engine = owns_engine
@@ -150,7 +153,9 @@ class ArchiveWriter:
         redactor = Redactor.build(
             detectors=settings.redact_detectors, patterns=settings.redact_patterns
         )
-        return cls(engine, owns_engine=True, redactor=redactor)
+        directory = settings.chain_anchor_dir
+        anchor = archive_seals.Anchor(directory) if directory is not None else None
+        return cls(engine, owns_engine=True, redactor=redactor, anchor=anchor)
 
     def __repr__(self) -> str:
         return (
@@ -190,6 +195,7 @@ class ArchiveWriter:
         try:
             with collector_paused(), translate_errors("write_batch"), self._engine.begin() as conn:
                 events_inserted, jobs_updated = self._write_events(conn, lines, events)
+                lines = _refuse_late(conn, lines)
                 written = archive_lines.write_lines(
                     conn, lines, redactor=self._redactor, known_heads=self._heads
                 )
@@ -199,6 +205,7 @@ class ArchiveWriter:
                 normalised = archive_derived.normalise_ready(
                     conn, touched, known=self._parsed.known, folds=self._parsed.folds
                 )
+                self._seal(conn, normalised, events)
         except BaseException:
             self._parsed.drop(claimed)  # rolled back: those rows were never stored
             raise
@@ -259,7 +266,26 @@ class ArchiveWriter:
         with translate_errors("renormalise"), self._engine.begin() as conn:
             archive_jobs.lock_jobs(conn, [job_id])
             done = archive_derived.normalise_ready(conn, [(job_id, attempt)], force=True)
+            self._seal(conn, done, [])
         return bool(done)
+
+    def _seal(
+        self, conn: sa.Connection, normalised: Sequence[JobAttempt], events: Sequence[JobEvent]
+    ) -> None:
+        """Seals the attempts just normalised and reseals those whose job row changed.
+
+        The seals reach the anchor file before the transaction commits
+        (:mod:`pipeline.archive.seals`).
+        """
+        records = archive_seals.seal_attempts(conn, normalised, reason="normalised")
+        changed = {e.job_id for e in events} - {job_id for job_id, _ in normalised}
+        if changed:
+            sealed = archive_seals.sealed_of_jobs(conn, changed)
+            records += archive_seals.seal_attempts(
+                conn, sealed, reason="job_changed", only_changed=True
+            )
+        if self._anchor is not None:
+            self._anchor.append(records)
 
     def _write_events(
         self, conn: sa.Connection, lines: Sequence[LineEnvelope], batch: Sequence[JobEvent]
@@ -284,6 +310,19 @@ class ArchiveWriter:
             len(outcome.normalised),
             outcome.elapsed_s,
         )
+
+
+def _refuse_late(conn: sa.Connection, lines: Sequence[LineEnvelope]) -> Sequence[LineEnvelope]:
+    """Returns: the lines to write (:func:`pipeline.archive.seals.late_lines`).
+
+    Raises:
+        ArchiveRejectedError: A line arrived after its attempt ended; the sink isolates and
+            dead-letters it.
+    """
+    keep, refused = archive_seals.late_lines(conn, lines)
+    if refused:
+        raise ArchiveRejectedError("; ".join(refused.values()), sqlstate=None)
+    return keep
 
 
 def _touched(lines: Sequence[LineEnvelope], batch: Sequence[JobEvent]) -> list[JobAttempt]:

@@ -186,29 +186,45 @@ def verify(
     run: Annotated[str | None, typer.Option(help="Only this run.")] = None,
     job: Annotated[str | None, typer.Option(help="Only this job.")] = None,
 ) -> None:
-    """Recompute the hash chains; exit 1 and list every row changed after it was written."""
+    """Recompute hash chains and seals; exit 1 and list every row changed after it was written.
+
+    Seals are compared with the anchor file when ``CHATSCRIBE_CHAIN_ANCHOR_DIR`` is set.
+    """
     from pipeline.archive.chain import verify as check
     from pipeline.archive.engine import create_engine
+    from pipeline.archive.seals import Anchor
+    from pipeline.errors import ChainAnchorError
 
     settings = Settings()
+    anchor = Anchor(settings.chain_anchor_dir) if settings.chain_anchor_dir else None
     engine = create_engine(settings)
     try:
         with engine.connect() as conn:
-            report = check(conn, run_id=run, job_id=job)
+            report = check(conn, run_id=run, job_id=job, anchor=anchor)
+    except ChainAnchorError as exc:
+        raise _fail(str(exc)) from exc
     finally:
         engine.dispose()
-    console = Console()
+    console = Console(width=max(Console().width, 160))
     console.print(
         f"checked {report.lines} lines of {report.attempts} attempts: {report.redacted} redacted,"
-        f" {report.unchained} unchained, {len(report.problems)} problems"
+        f" {report.unchained} unchained (open attempts), {report.sealed} sealed attempts,"
+        f" {len(report.problems)} problems"
     )
+    if anchor is None:
+        console.print(
+            "[yellow]seals not anchored outside PostgreSQL (CHATSCRIBE_CHAIN_ANCHOR_DIR unset):"
+            " a whole attempt rewritten consistently inside the database would pass[/]"
+        )
+    else:
+        console.print(f"{report.anchored} seals match the anchor {anchor.path}")
     if report.problems:
         table = Table("job", "attempt", "line", "problem", "detail")
         for p in report.problems:
             table.add_row(p.job_id, str(p.attempt), str(p.line_no or "-"), p.kind, p.detail)
         console.print(table)
         raise typer.Exit(1)
-    console.print("[green]every chain verifies[/]")
+    console.print("[green]every chain and seal verifies[/]")
 
 
 @retention_app.command("apply")
@@ -223,6 +239,7 @@ def retention_apply(
     from pipeline.archive.engine import create_engine
     from pipeline.archive.redaction import Redactor
     from pipeline.archive.retention import apply_policy, load_policy
+    from pipeline.archive.seals import Anchor
     from pipeline.errors import RedactionRuleError, RetentionPolicyError
 
     settings = Settings()
@@ -241,6 +258,7 @@ def retention_apply(
                 rules,
                 now=_when(now) or datetime.now(UTC),
                 default_redactor=default,
+                anchor=Anchor(settings.chain_anchor_dir) if settings.chain_anchor_dir else None,
             )
     finally:
         engine.dispose()

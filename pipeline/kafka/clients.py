@@ -276,9 +276,15 @@ async def ensure_topics(
         replication = replication_for(len((await admin.describe_cluster())["brokers"]), settings)
         missing = sorted(set(wanted) - set(await admin.list_topics()))
         if missing:
-            configs = {"min.insync.replicas": str(replication.min_insync)}
+            min_insync = {"min.insync.replicas": str(replication.min_insync)}
             new = [
-                NewTopic(name, partitions, replication.factor, None, configs) for name in missing
+                NewTopic(
+                    name,
+                    partitions,
+                    replication.factor,
+                    topic_configs={**min_insync, **topic_configs(settings, name)},
+                )
+                for name in missing
             ]
             response = await admin.create_topics(new)
             _check_created(response.topic_errors)
@@ -327,6 +333,17 @@ def _warn_under_replicated(topics: Iterable[dict[str, Any]], factor: int) -> Non
             factor,
             ",".join(found),
         )
+
+
+def topic_configs(settings: Settings, name: str) -> dict[str, str]:
+    """Returns: the configuration a created topic gets: ``retention.ms`` of ``chat.lines``.
+
+    ``settings.lines_retention_ms`` (None: the broker's default) keeps the raw lines in Kafka no
+    longer than the archive keeps them (README, "Retention").
+    """
+    if name == settings.topic(TOPIC_LINES) and settings.lines_retention_ms is not None:
+        return {"retention.ms": str(settings.lines_retention_ms)}
+    return {}
 
 
 def _check_created(topic_errors: Iterable[tuple[Any, ...]]) -> None:

@@ -20,6 +20,7 @@ from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
 from pipeline.archive.redaction import Redactor
 from pipeline.archive.retention import RetentionOutcome, RetentionPolicy, apply_policy
+from pipeline.archive.seals import Anchor
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 URL = "http://127.0.0.1:8400" + wire.CHAT_PATH_TEMPLATE.format(
@@ -60,8 +61,12 @@ def opening_events(job_id: str) -> list[JobEvent]:
     ]
 
 
-def apply_retention(engine: sa.Engine, action: str = "redact") -> RetentionOutcome:
+def apply_retention(
+    engine: sa.Engine, action: str = "redact", *, anchor: Anchor | None = None
+) -> RetentionOutcome:
     """Runs ``retention apply`` two days on: ``action`` on lines older than a day, e-mails.
+
+    ``anchor``: where new seals are anchored, as ``CHATSCRIBE_CHAIN_ANCHOR_DIR`` makes it.
 
     Returns:
         What the policy changed.
@@ -75,4 +80,5 @@ def apply_retention(engine: sa.Engine, action: str = "redact") -> RetentionOutco
             policy,
             now=datetime.now(UTC) + timedelta(days=2),
             default_redactor=Redactor.build(),
+            anchor=anchor,
         )

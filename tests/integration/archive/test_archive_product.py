@@ -299,7 +299,7 @@ def test_verify_reports_rows_changed_after_they_were_written(
     stack: ArchiveStack, run_a: RunOutcome, hosted_jobs: dict[str, str]
 ) -> None:
     clean = run_cli(stack.env, "verify", "--run", run_a.run_id)
-    assert clean.returncode == 0 and b"every chain verifies" in clean.stdout
+    assert clean.returncode == 0 and b"every chain and seal verifies" in clean.stdout
     job_id = hosted_jobs["older_sql_payload"]
     stack.execute(
         "UPDATE {s}.stream_lines SET raw = convert_to('{{\"id\":\"forged\"}}', 'UTF8')"

@@ -62,8 +62,8 @@ def test_lines_arriving_out_of_order_across_batches_end_fully_chained(
     lines = _lines("j-gap")
     writer.write_batch([lines[3], lines[1]], _events("j-gap"))  # 4 and 2: 2 waits for 1
     writer.write_batch([lines[0]], [])  # 1 arrives: 1 and 2 chain, 4 still waits for 3
-    early = _verify(engine, settings, "j-gap")
-    assert early.unchained == 1 and [p.kind for p in early.problems] == ["missing"]
+    early = _verify(engine, settings, "j-gap")  # complete (line_count 4): line 4 must be hashed
+    assert early.unchained == 0 and [p.kind for p in early.problems] == ["missing", "unhashed"]
     writer.write_batch([lines[2], lines[2]], [])  # 3 (twice): 3 and 4 chain
     report = _verify(engine, settings, "j-gap")
     assert report.ok and report.lines == 4 and report.unchained == 0
