@@ -18,6 +18,7 @@ Commands::
     chatscribe replay|rerun|diff|audit|verify      the archive as a product (pipeline.cli.archive)
     chatscribe retention apply --policy FILE       delete or redact content past its age
     chatscribe console [--host H] [--port N]       the read-only web console over the archive
+    chatscribe schemas list|show NAME|write        JSON Schemas of published records
 
 Configuration comes from ``CHATSCRIBE_*`` environment variables (:mod:`pipeline.settings`,
 :mod:`chat_api.settings`), read once here and passed down.
@@ -40,6 +41,7 @@ from pipeline.cli.dlq import dlq_app
 from pipeline.cli.evaluation import ModelDirOption, ReaderOption, WarehouseOption, run_eval
 from pipeline.cli.partitions import partitions_app
 from pipeline.cli.runs import runs_app
+from pipeline.cli.schemas import schemas_app
 from pipeline.settings import Settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0])
@@ -54,6 +56,7 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(archive_app)
 app.add_typer(retention_app, name="retention")
 app.add_typer(dlq_app, name="dlq")
+app.add_typer(schemas_app, name="schemas")
 app.command("eval")(run_eval)
 
 err = Console(stderr=True)

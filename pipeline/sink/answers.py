@@ -9,14 +9,13 @@ nothing, and the still unpublished answers are sent again. So delivery is at lea
 consumers keep the latest record per (job id, attempt). An attempt normalised again
 (``renormalise``) is published again.
 
-Record value: the UTF-8 JSON of :func:`pipeline.archive.outbox.answer_record` (its module
-docstring shows the shape; ``answer_source`` is ``final``, ``state``, ``fallback`` or ``none``).
+Record value: the UTF-8 JSON of :class:`models.records.AnswerRecord` (schema:
+``chatscribe schemas show chat.answers``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -72,9 +71,10 @@ class AnswerPublisher:
             return 0
         pending: list[Pending] = []
         for record in records:
-            value = json.dumps(record, ensure_ascii=False, default=str).encode()
-            key = record["job_id"].encode()
-            pending.append(await send(self._producer, self._topic, key=key, value=value))
+            key = record.job_id.encode()
+            pending.append(
+                await send(self._producer, self._topic, key=key, value=record.to_value())
+            )
         await delivered(pending)
         await asyncio.to_thread(mark_published, self._engine, records)
         self.published += len(records)

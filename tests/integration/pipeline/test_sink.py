@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from aiokafka import TopicPartition
+from jsonschema import Draft202012Validator
 
-from models import wire
-from models.records import ChatJob, JobEvent, LineEnvelope
+from models import schemas, wire
+from models.records import ChatJob, DeadLetter, JobEvent, LineEnvelope
 from pipeline.archive.writer import ArchiveWriter, BatchOutcome
 from pipeline.errors import ArchiveRejectedError, ArchiveUnavailableError
 from pipeline.kafka.clients import (
@@ -294,13 +295,17 @@ async def test_sink_archives_a_transcript_end_to_end(
 
 
 async def _dead_letters(settings: Settings, count: int) -> list[Any]:
-    consumer = create_consumer(settings, settings.topic(wire.TOPIC_LINES_DLQ), group_id=None)
+    return await _read(settings, wire.TOPIC_LINES_DLQ, count)
+
+
+async def _read(settings: Settings, topic: str, count: int) -> list[Any]:
+    consumer = create_consumer(settings, settings.topic(topic), group_id=None)
     await consumer.start()
     found: list[Any] = []
     deadline = time.monotonic() + WAIT_S
     try:
         while len(found) < count:
-            assert time.monotonic() < deadline, f"only {len(found)} dead letters"
+            assert time.monotonic() < deadline, f"only {len(found)} records on {topic}"
             batches = await consumer.getmany(timeout_ms=200)
             found += [r for part in batches.values() for r in part]
     finally:
@@ -340,6 +345,15 @@ async def test_undecodable_records_go_to_the_dead_letter_topic_with_the_reason(
     assert event_letter.value == b"not an event"
     assert wire.HEADER_DLQ_SOURCE_OFFSET in dict(event_letter.headers)
     assert _count(engine, "SELECT count(*) FROM stream_lines") == len(TRANSCRIPT)
+    for letter in found:  # the dead-letter headers, read as an object, match their schema
+        fields = DeadLetter.from_headers(letter.headers).model_dump(mode="json", exclude_none=True)
+        assert _schema_errors(schemas.DEAD_LETTERS, fields) == []
+
+
+def _schema_errors(name: str, document: Any) -> list[str]:
+    schema = schemas.by_name(name).shipped()
+    assert schema is not None
+    return [e.message for e in Draft202012Validator(schema).iter_errors(document)]
 
 
 async def test_restart_before_the_offset_commit_writes_nothing_twice(
