@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from aiokafka import TopicPartition
+from cloudevents.core.bindings.kafka import KafkaMessage, from_binary
+from cloudevents.core.formats.json import JSONFormat
 from jsonschema import Draft202012Validator
 
 from models import schemas, wire
@@ -354,6 +356,42 @@ def _schema_errors(name: str, document: Any) -> list[str]:
     schema = schemas.by_name(name).shipped()
     assert schema is not None
     return [e.message for e in Draft202012Validator(schema).iter_errors(document)]
+
+
+async def test_sink_publishes_the_answer_as_a_cloudevent_that_matches_its_schema(
+    settings: Settings, engine: sa.Engine, produce: Produce
+) -> None:
+    lines, events = _records("job-ce")
+    await produce(lines, events)
+    sink = await _started(settings)
+    try:
+        await _run_until(sink, lambda: _normalised(engine, "job-ce"))
+    finally:
+        await sink.stop()
+    (record,) = await _read(settings, wire.TOPIC_ANSWERS, 1)
+    headers = dict(record.headers)
+    assert {"ce_specversion", "ce_id", "ce_source", "ce_type", "ce_time", "ce_subject"} <= set(
+        headers
+    )
+    message = KafkaMessage(headers=headers, key=record.key, value=record.value)
+    event = from_binary(message, JSONFormat())
+    assert (event.get_specversion(), event.get_id(), event.get_subject()) == (
+        "1.0",
+        "job-ce:1",
+        "job-ce",
+    )
+    assert event.get_source() == "/chatscribe/runs/run-e2e"
+    assert event.get_type() == wire.CE_TYPE_ANSWER
+    assert event.get_datacontenttype() == "application/json"
+    assert event.get_time() is not None
+    data = event.get_data()
+    assert isinstance(data, dict)
+    assert (data["answer"], data["identity"], data["total_rows"]) == (
+        FINAL,
+        "external:analyst-1",
+        16,
+    )
+    assert _schema_errors(wire.TOPIC_ANSWERS, json.loads(record.value)) == []
 
 
 async def test_restart_before_the_offset_commit_writes_nothing_twice(
