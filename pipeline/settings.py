@@ -67,6 +67,9 @@ class Settings(BaseSettings):
         redact_patterns: Regular expressions redacted before storage (a JSON list).
         console_token: The token every page of ``chatscribe console`` asks for (header,
             cookie or ``?token=`` link); required to bind anything but loopback.
+        otel_endpoint: OTLP/HTTP endpoint (base URL, or full ``.../v1/traces`` URL) the sink
+            sends each normalised attempt to as a trace (:mod:`pipeline.sink.traces`); None
+            (the default): no live export.
     """
 
     model_config = SettingsConfigDict(env_prefix="CHATSCRIBE_", frozen=True, extra="ignore")
@@ -99,6 +102,7 @@ class Settings(BaseSettings):
     redact_detectors: Annotated[tuple[str, ...], NoDecode] = ()
     redact_patterns: tuple[str, ...] = ()
     console_token: SecretStr | None = None
+    otel_endpoint: str | None = Field(default=None, pattern=r"^https?://[^/\s]+")
 
     @field_validator("redact_detectors", mode="before")
     @classmethod

@@ -27,6 +27,8 @@ LEFT JOIN answers a ON a.job_id = j.job_id AND a.attempt = j.normalised_attempt
 WHERE j.normalised_attempt IS NOT NULL
   AND (CAST(:run_id AS text) IS NULL OR j.run_id = :run_id)
   AND (CAST(:since AS timestamptz) IS NULL OR j.finished_at >= :since)
+  AND (CAST(:jobs AS text[]) IS NULL OR (j.job_id, j.normalised_attempt) IN (
+       SELECT * FROM unnest(CAST(:jobs AS text[]), CAST(:attempts AS int[]))))
 ORDER BY j.submitted_at, j.job_id
 """
 _TOOL_CALLS = """
@@ -114,7 +116,11 @@ class TurnRow:
 
 
 def read_turns(
-    engine: sa.Engine, *, run_id: str | None = None, since: datetime | None = None
+    engine: sa.Engine,
+    *,
+    run_id: str | None = None,
+    since: datetime | None = None,
+    pairs: Sequence[tuple[str, int]] | None = None,
 ) -> list[TurnRow]:
     """Reads the normalised attempts of a run, or finished since a time, with their tool calls.
 
@@ -122,6 +128,8 @@ def read_turns(
         engine: The archive's engine.
         run_id: Only this run's jobs, when given.
         since: Only jobs finished at or after this time (timezone-aware), when given.
+        pairs: Only these ``(job_id, attempt)`` pairs, when given (each still the job's
+            normalised attempt).
 
     Returns:
         The turns ordered by submission time, each with its tool calls in stream order.
@@ -130,12 +138,17 @@ def read_turns(
         ArchiveUnavailableError, ArchiveSchemaError: Translated PostgreSQL failures.
     """
     with translate_errors("read turns for export"), engine.connect() as conn:
-        params = {"run_id": run_id, "since": since}
+        params = {
+            "run_id": run_id,
+            "since": since,
+            "jobs": None if pairs is None else [p[0] for p in pairs],
+            "attempts": None if pairs is None else [p[1] for p in pairs],
+        }
         turns = [TurnRow(**row._asdict()) for row in conn.execute(sa.text(_TURNS), params)]
         by_pair = {(t.job_id, t.attempt): t for t in turns}
-        pairs = list(by_pair)
-        for start in range(0, len(pairs), PAIRS_PER_QUERY):
-            _attach_tool_calls(conn, pairs[start : start + PAIRS_PER_QUERY], by_pair)
+        found = list(by_pair)
+        for start in range(0, len(found), PAIRS_PER_QUERY):
+            _attach_tool_calls(conn, found[start : start + PAIRS_PER_QUERY], by_pair)
     return turns
 
 

@@ -26,12 +26,16 @@ from typer.testing import CliRunner
 
 from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
+from pipeline.archive.engine import create_engine
 from pipeline.archive.writer import ArchiveWriter
 from pipeline.cli.app import app
 from pipeline.errors import RunNotFoundError, TraceExportError
+from pipeline.kafka.clients import create_producer
 from pipeline.otel.export import export_archive
 from pipeline.otel.spans import span_id, trace_id
 from pipeline.settings import Settings
+from pipeline.sink.loop import Sink
+from tests.stack_support import migrated_settings
 
 pytestmark = [
     pytest.mark.integration,
@@ -79,7 +83,7 @@ TRANSCRIPT = [
 ]
 
 
-def _write_job(engine: sa.Engine, job_id: str, run_id: str) -> None:
+def _records(job_id: str, run_id: str) -> tuple[list[LineEnvelope], list[JobEvent]]:
     job = ChatJob.model_validate(
         {
             "job_id": job_id,
@@ -118,8 +122,11 @@ def _write_job(engine: sa.Engine, job_id: str, run_id: str) -> None:
             at=T0 + timedelta(seconds=3),
         ),
     ]
-    writer = ArchiveWriter(engine)
-    writer.write_batch(lines, events)
+    return lines, events
+
+
+def _write_job(engine: sa.Engine, job_id: str, run_id: str) -> None:
+    ArchiveWriter(engine).write_batch(*_records(job_id, run_id))
 
 
 @dataclass
@@ -130,6 +137,7 @@ class Receiver:
     requests: list[ExportTraceServiceRequest] = field(default_factory=list)
     content_types: list[str] = field(default_factory=list)
     refuse: bool = False
+    refused: int = 0
 
     def spans(self) -> list[dict[str, Any]]:
         """Every span received, as dicts with hex ids and plain attribute values."""
@@ -166,6 +174,7 @@ def receiver() -> Iterator[Receiver]:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
             if state.refuse:
+                state.refused += 1
                 self.send_response(400)
                 self.end_headers()
                 return
@@ -280,3 +289,68 @@ def test_export_otel_command_exports_a_run(
     assert "exported 1 traces, 4 spans" in done.stdout
     bad = runner.invoke(app, ["export", "otel", "--endpoint", "ftp://x", "--run", "run-cli"])
     assert bad.exit_code == 2
+
+
+async def _sink_archives(settings: Settings, engine: sa.Engine, job_id: str) -> Sink:
+    """Produces a job's lines and events to Kafka and runs a sink until it is normalised."""
+    lines, events = _records(job_id, f"run-{job_id}")
+    producer = create_producer(settings)
+    await producer.start()
+    try:
+        for line in lines:
+            key, value, headers = line.to_record()
+            await producer.send(settings.topic(wire.TOPIC_LINES), value, key=key, headers=headers)
+        for event in events:
+            topic = settings.topic(wire.TOPIC_JOB_EVENTS)
+            await producer.send(topic, event.to_value(), key=event.job_id.encode())
+        await producer.flush()
+    finally:
+        await producer.stop()
+    sink = Sink(settings)
+    await sink.start()
+    query = sa.text("SELECT normalised_attempt FROM jobs WHERE job_id = :j")
+    try:
+        for _ in range(200):
+            report = await sink.run_once()
+            assert report.committed or not report.records
+            with engine.connect() as conn:
+                if conn.execute(query, {"j": job_id}).scalar() == 1:
+                    return sink
+        raise AssertionError(f"{job_id} was not normalised")
+    finally:
+        await sink.stop()
+
+
+async def test_sink_sends_each_normalised_attempt_live_when_an_endpoint_is_set(
+    kafka_bootstrap: str, database_url: str, pg_schema: str, receiver: Receiver
+) -> None:
+    settings = migrated_settings(
+        kafka_bootstrap, database_url, schema=pg_schema, otel_endpoint=receiver.url
+    )
+    engine = create_engine(settings)
+    try:
+        await _sink_archives(settings, engine, "job-live")
+    finally:
+        engine.dispose()
+    received = receiver.spans()
+    assert len(received) == 4
+    assert {s["trace_id"] for s in received} == {f"{trace_id('job-live', 1):032x}"}
+    (turn,) = [s for s in received if s["name"].startswith("invoke_agent")]
+    assert turn["attributes"]["output.value"] == FINAL
+
+
+async def test_sink_keeps_archiving_when_the_live_endpoint_refuses(
+    kafka_bootstrap: str, database_url: str, pg_schema: str, receiver: Receiver
+) -> None:
+    receiver.refuse = True
+    settings = migrated_settings(
+        kafka_bootstrap, database_url, schema=pg_schema, otel_endpoint=receiver.url
+    )
+    engine = create_engine(settings)
+    try:
+        await _sink_archives(settings, engine, "job-refused-live")
+        with engine.connect() as conn:
+            answers = conn.execute(sa.text("SELECT count(*) FROM answers")).scalar()
+    finally:
+        engine.dispose()
+    assert answers == 1 and receiver.spans() == [] and receiver.refused == 1

@@ -6,11 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from opentelemetry.trace import StatusCode
+from pydantic import ValidationError
 
 from pipeline.archive.traces import ToolCallRow, TurnRow
 from pipeline.otel import semconv as sc
 from pipeline.otel.export import traces_url
 from pipeline.otel.spans import span_id, trace_id, turn_spans
+from pipeline.settings import Settings
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -103,3 +105,10 @@ def test_traces_url_appends_the_otlp_path_and_refuses_non_http() -> None:
     assert traces_url("http://h:6006/v1/traces") == "http://h:6006/v1/traces"
     with pytest.raises(ValueError, match="not an http"):
         traces_url("h:4318")
+
+
+def test_live_export_endpoint_setting_must_be_an_http_url() -> None:
+    assert Settings().otel_endpoint is None
+    assert Settings(otel_endpoint="http://127.0.0.1:4318").otel_endpoint == "http://127.0.0.1:4318"
+    with pytest.raises(ValidationError, match="otel_endpoint"):
+        Settings(otel_endpoint="127.0.0.1:4318")
