@@ -45,9 +45,11 @@ BENCHMARKS: Final = (
     "ratelimit",
     "paced",
     "growth",
+    "otel",
 )
 """Names for ``--only``; growth (benchmark 5) comes with ``sink`` and ``e2e``; ``growth``
-is the archive growth benchmark of issue 13 (:mod:`bench.archive_growth`, 100k to 10M lines)."""
+is the archive growth benchmark of issue 13 (:mod:`bench.archive_growth`, 100k to 10M lines);
+``otel`` the OpenTelemetry export of issue 27 (:mod:`bench.otel_export`)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -112,6 +114,8 @@ def run(
     e2e_figures = _endpoint_results(selected, scale, transcripts, add)
     if "console" in selected:
         add(suite.console_results())
+    if "otel" in selected:
+        add(suite.otel_results())
     if "ratelimit" in selected:  # issue 13: 5x benchmark 3's small size, against a 429ing agent
         add(rate_limited.results(list(transcripts), 5 * scale.e2e_jobs[0]))
     add(suite.growth_results(sink_figures, e2e_figures))

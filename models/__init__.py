@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from models.errors import LineRecordError, ToolPayloadError
     from models.records import (
         TERMINAL_EVENTS,
+        AnswerRecord,
         ChatJob,
         DeadLetter,
         EventKind,
@@ -63,6 +64,7 @@ __all__ = [
     "TOPIC_JOB_EVENTS",
     "TOPIC_LINES",
     "AbortRequest",
+    "AnswerRecord",
     "ChatJob",
     "ChatRequest",
     "DeadLetter",
@@ -91,6 +93,7 @@ __all__ = [
 _EXPORTS: dict[str, str] = {
     "ANSWER_SOURCES": "models.archive",
     "AbortRequest": "models.chat",
+    "AnswerRecord": "models.records",
     "ChatJob": "models.records",
     "ChatRequest": "models.chat",
     "DeadLetter": "models.records",

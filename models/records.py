@@ -166,6 +166,49 @@ class JobEvent(_Record):
         return cls.model_validate_json(value)
 
 
+AnswerSource = Literal["final", "state", "fallback", "none"]
+"""Where an answer came from: :data:`models.archive.ANSWER_SOURCES` as a type."""
+
+
+class AnswerRecord(_Record):
+    """An attempt's final answer: the value on ``chat.answers`` (:mod:`pipeline.sink.answers`).
+
+    Every field is present in the value, ``null`` when unknown (consumers read it as a fixed
+    row); ``answer_source`` is where the answer came from, as
+    :mod:`pipeline.transcript.normalise` picks it.
+
+    Attributes:
+        job_id, run_id, attempt: The job attempt (the record key is ``job_id``).
+        question, persona: What was asked, and the persona of the questions file.
+        identity: The identity the question was asked as (row-level security), e.g.
+            ``external:analyst-1``.
+        chat_id: The thread.
+        answer: The final answer's text (Markdown), or None.
+        answer_source: ``final``, ``state``, ``fallback`` or ``none``.
+        sql, total_rows: The attempt's last successful SQL tool call and its row count.
+        chart_spec: Its Vega-Lite spec without data, or None.
+        finished_at: When the attempt ended (UTC), or None.
+    """
+
+    job_id: str = Field(min_length=1)
+    run_id: str = Field(min_length=1)
+    attempt: int = Field(ge=0)
+    question: str
+    persona: str | None
+    identity: str | None
+    chat_id: str | None
+    answer: str | None
+    answer_source: AnswerSource
+    sql: str | None
+    total_rows: int | None
+    chart_spec: dict[str, Any] | None
+    finished_at: datetime | None
+
+    def to_value(self) -> bytes:
+        """Returns: the ``chat.answers`` value, UTF-8 JSON with every field (``null`` kept)."""
+        return self.model_dump_json().encode()
+
+
 def parse_line(raw: bytes) -> tuple[StreamMessage | None, str | None]:
     r"""Parses one NDJSON line, never raising.
 

@@ -46,6 +46,14 @@ HEADER_DLQ_SOURCE_TOPIC: Final = "chatscribe-dlq-source-topic"
 HEADER_DLQ_SOURCE_PARTITION: Final = "chatscribe-dlq-source-partition"
 HEADER_DLQ_SOURCE_OFFSET: Final = "chatscribe-dlq-source-offset"
 
+# -- CloudEvents attributes of a record on TOPIC_ANSWERS (binary content mode, CloudEvents 1.0
+#    Kafka protocol binding: ``ce_*`` headers and ``content-type``) -----------------------------
+CE_TYPE_ANSWER: Final = "io.chatscribe.answer.v1"
+"""``ce_type`` of a ``chat.answers`` record; the ``v1`` follows the record's schema version."""
+CE_SOURCE_PREFIX: Final = "/chatscribe/runs/"
+"""``ce_source`` is this prefix and the run id: the run the answer belongs to."""
+CE_CONTENT_TYPE: Final = "application/json"
+
 # -- Stream sentinels (interface "Events"; field notes "Lines that the interface does not list") -
 ID_CUTOFF: Final = "__cutoff__"
 ID_STATE: Final = "__state__"

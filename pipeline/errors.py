@@ -11,7 +11,8 @@ Tree (retryability is part of the type: workers and the sink decide with ``isins
     │   ├── StreamBrokenError          the stream ended before it finished  (url, lines_read)
     │   ├── RecordDeliveryError        Kafka did not confirm a record                  (topic)
     │   ├── PartitionsRevokedError     a rebalance took the partitions mid-operation   (topic)
-    │   └── ArchiveUnavailableError    PostgreSQL unreachable or restarting
+    │   ├── ArchiveUnavailableError    PostgreSQL unreachable or restarting
+    │   └── TraceExportError           an OTLP endpoint did not accept spans  (endpoint, spans)
     └── PermanentError                 retrying cannot help
         ├── ChatClientError            HTTP 4xx                              (status_code, url)
         │   ├── ChatAuthError          401
@@ -455,3 +456,17 @@ class ConsoleBindError(PermanentError):
             f"the console binds {host!r}, beyond loopback: set CHATSCRIBE_CONSOLE_TOKEN first"
         )
         self.host = host
+
+
+class TraceExportError(TransientError):
+    """An OTLP endpoint did not accept exported spans (unreachable, refused, timed out).
+
+    Attributes:
+        endpoint: The OTLP/HTTP traces URL.
+        spans: How many spans the refused request carried.
+    """
+
+    def __init__(self, message: str, *, endpoint: str, spans: int) -> None:
+        super().__init__(f"{message} (endpoint={endpoint} spans={spans})")
+        self.endpoint = endpoint
+        self.spans = spans

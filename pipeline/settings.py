@@ -119,6 +119,9 @@ class Settings(BaseSettings):
             keep their configuration (``kafka-configs.sh --alter`` changes it).
         console_token: The token every page of ``chatscribe console`` asks for (header,
             cookie or ``?token=`` link); required to bind anything but loopback.
+        otel_endpoint: OTLP/HTTP endpoint (base URL, or full ``.../v1/traces`` URL) the sink
+            sends each normalised attempt to as a trace (:mod:`pipeline.sink.traces`); None
+            (the default): no live export.
     """
 
     model_config = SettingsConfigDict(env_prefix="CHATSCRIBE_", frozen=True, extra="ignore")
@@ -170,6 +173,7 @@ class Settings(BaseSettings):
     console_token: SecretStr | None = None
     chain_anchor_dir: Path | None = None
     lines_retention_ms: int | None = Field(default=None, ge=1)
+    otel_endpoint: str | None = Field(default=None, pattern=r"^https?://[^/\s]+")
 
     @field_validator("redact_detectors", "chat_url_allow", "api_key_urls", mode="before")
     @classmethod

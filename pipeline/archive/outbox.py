@@ -3,15 +3,8 @@
 A database module (SQLAlchemy) used by :class:`pipeline.sink.answers.AnswerPublisher`: an
 answer row whose ``published_at`` is NULL is in the outbox (partial index
 ``ix_answers_unpublished``); :func:`pending_answers` reads those of some (job, attempt) pairs as
-compact records and :func:`mark_published` takes them out once Kafka acknowledged them.
-
-Record (a JSON object; ``answer_source`` is one of :data:`models.archive.ANSWER_SOURCES`,
-``final``, ``state``, ``fallback`` or ``none``, as :mod:`pipeline.transcript.normalise` picks
-it)::
-
-    {"job_id", "run_id", "attempt", "question", "persona", "identity", "chat_id",
-     "answer", "answer_source", "sql", "total_rows",
-     "chart_spec": {...Vega-Lite, no data...} | null, "finished_at": ISO time | null}
+:class:`models.records.AnswerRecord` records and :func:`mark_published` takes them out once Kafka
+acknowledged them.
 """
 
 from __future__ import annotations
@@ -21,6 +14,7 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 
+from models.records import AnswerRecord
 from pipeline.archive.engine import translate_errors
 
 PAIRS_PER_QUERY: Final = 500
@@ -47,27 +41,27 @@ WHERE job_id = :job_id AND attempt = :attempt AND published_at IS NULL
 """
 
 
-def answer_record(row: Any) -> dict[str, Any]:
-    """Returns: the compact record of an outbox row (module docstring)."""
-    return {
-        "job_id": row.job_id,
-        "run_id": row.run_id,
-        "attempt": row.attempt,
-        "question": row.question,
-        "persona": row.persona,
-        "identity": row.identity,
-        "chat_id": row.chat_id,
-        "answer": row.answer,
-        "answer_source": row.answer_source,
-        "sql": row.sql,
-        "total_rows": row.total_rows,
-        "chart_spec": row.vega_spec,
-        "finished_at": row.finished_at.isoformat() if row.finished_at else None,
-    }
+def answer_record(row: Any) -> AnswerRecord:
+    """Returns: the ``chat.answers`` record of an outbox row."""
+    return AnswerRecord(
+        job_id=row.job_id,
+        run_id=row.run_id,
+        attempt=row.attempt,
+        question=row.question,
+        persona=row.persona,
+        identity=row.identity,
+        chat_id=row.chat_id,
+        answer=row.answer,
+        answer_source=row.answer_source,
+        sql=row.sql,
+        total_rows=row.total_rows,
+        chart_spec=row.vega_spec,
+        finished_at=row.finished_at,
+    )
 
 
-def pending_answers(engine: sa.Engine, pairs: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
-    """Returns: the compact record of every unpublished answer of ``pairs`` (module docstring).
+def pending_answers(engine: sa.Engine, pairs: Sequence[tuple[str, int]]) -> list[AnswerRecord]:
+    """Returns: the record of every unpublished answer of ``pairs`` (module docstring).
 
     Args:
         engine: The archive's engine.
@@ -76,7 +70,7 @@ def pending_answers(engine: sa.Engine, pairs: Sequence[tuple[str, int]]) -> list
     Raises:
         ArchiveUnavailableError, ArchiveSchemaError: Translated PostgreSQL failures.
     """
-    out: list[dict[str, Any]] = []
+    out: list[AnswerRecord] = []
     with translate_errors("read answers outbox"), engine.connect() as conn:
         for chunk in _chunks(pairs, PAIRS_PER_QUERY):
             params = {"jobs": [p[0] for p in chunk], "attempts": [p[1] for p in chunk]}
@@ -84,13 +78,13 @@ def pending_answers(engine: sa.Engine, pairs: Sequence[tuple[str, int]]) -> list
     return out
 
 
-def mark_published(engine: sa.Engine, records: Sequence[dict[str, Any]]) -> None:
+def mark_published(engine: sa.Engine, records: Sequence[AnswerRecord]) -> None:
     """Takes ``records`` (from :func:`pending_answers`) out of the outbox, in one transaction.
 
     Raises:
         ArchiveUnavailableError, ArchiveSchemaError: Translated PostgreSQL failures.
     """
-    keys = [{"job_id": r["job_id"], "attempt": r["attempt"]} for r in records]
+    keys = [{"job_id": r.job_id, "attempt": r.attempt} for r in records]
     with translate_errors("mark answers published"), engine.begin() as conn:
         conn.execute(sa.text(_MARK), keys)
 

@@ -18,6 +18,8 @@ Commands::
     chatscribe replay|rerun|diff|audit|verify      the archive as a product (pipeline.cli.archive)
     chatscribe retention apply --policy FILE       delete or redact content past its age
     chatscribe console [--host H] [--port N]       the read-only web console over the archive
+    chatscribe schemas list|show NAME|write        JSON Schemas of published records
+    chatscribe export otel --endpoint URL [--run RUN | --since T]   traces over OTLP/HTTP
 
 Configuration comes from ``CHATSCRIBE_*`` environment variables (:mod:`pipeline.settings`,
 :mod:`chat_api.settings`), read once here and passed down.
@@ -38,8 +40,10 @@ from pipeline.cli.api_users import keys_app, users_app
 from pipeline.cli.archive import archive_app, retention_app
 from pipeline.cli.dlq import dlq_app
 from pipeline.cli.evaluation import ModelDirOption, ReaderOption, WarehouseOption, run_eval
+from pipeline.cli.export import export_app
 from pipeline.cli.partitions import partitions_app
 from pipeline.cli.runs import runs_app
+from pipeline.cli.schemas import schemas_app
 from pipeline.settings import Settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0])
@@ -54,6 +58,8 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(archive_app)
 app.add_typer(retention_app, name="retention")
 app.add_typer(dlq_app, name="dlq")
+app.add_typer(schemas_app, name="schemas")
+app.add_typer(export_app, name="export")
 app.command("eval")(run_eval)
 
 err = Console(stderr=True)

@@ -26,7 +26,10 @@ stops the consumer group.
 :func:`run_sink` runs the loop until SIGTERM or SIGINT, then finishes the current batch,
 commits and returns. Tests drive a :class:`Sink` with :meth:`Sink.start`, :meth:`Sink.run_once`
 and :meth:`Sink.stop`. With ``settings.sink_metrics_port`` set, :func:`run_sink` serves the
-Prometheus metrics of :mod:`pipeline.sink.metrics`.
+Prometheus metrics of :mod:`pipeline.sink.metrics`. After the write, the batch's unpublished
+answers go to ``chat.answers`` (:mod:`pipeline.sink.answers`) and, with
+``settings.otel_endpoint`` set, its normalised attempts to an OTLP endpoint as traces (best
+effort, :mod:`pipeline.sink.traces`).
 
 Why idempotent writes plus commit-after-write, and not offsets stored in PostgreSQL (issue 4,
 "Delivery"):
@@ -89,6 +92,7 @@ from pipeline.sink.prefetch import (
     fetch,
     rewind_offsets,
 )
+from pipeline.sink.traces import TracePublisher
 
 __all__ = ["BatchReport", "Sink", "run_sink"]
 
@@ -137,6 +141,7 @@ class Sink:
         self._producer: Any = None
         self._stopping = asyncio.Event()
         self._answers: AnswerPublisher | None = None
+        self._traces: TracePublisher | None = None
         self._stats = metrics.SinkStats()
         self._lag_at = 0.0
         self._prefetch: Prefetcher | None = None
@@ -176,6 +181,8 @@ class Sink:
         self._producer = create_producer(self._settings, client_id="chatscribe-sink")
         await self._producer.start()
         self._answers = AnswerPublisher(self._settings, self._producer)
+        if self._settings.otel_endpoint is not None:
+            self._traces = TracePublisher(self._settings)
         self._consumer = create_consumer(
             self._settings,
             self._lines_topic,
@@ -207,6 +214,8 @@ class Sink:
             self._writer.close()
         if self._answers is not None:
             self._answers.close()
+        if self._traces is not None:
+            self._traces.close()
         logger.info("sink stopped %r", self)
 
     def request_stop(self) -> None:
@@ -305,6 +314,8 @@ class Sink:
             events = [value for value in kept if isinstance(value, JobEvent)]
         if self._answers is not None:  # after the DB commit, before the offsets (answers_topic)
             await self._answers.publish(lines, events)
+        if self._traces is not None and outcome is not None:  # best effort (sink/traces.py)
+            await self._traces.publish(outcome.normalised)
         await self._dead_letter(dead)
         return BatchReport(
             records=fetched.records,

@@ -15,8 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
+from jsonschema import Draft202012Validator
 
-from models import wire
+from models import schemas, wire
 from pipeline.kafka.clients import create_consumer
 from pipeline.replay.server import create_app
 from pipeline.runs.accuracy import accuracy_line, run_accuracy
@@ -293,6 +294,38 @@ async def test_final_answers_are_published_to_the_answers_topic(
         r=run_a.run_id,
     )
     assert unpublished.n == 0
+
+
+async def _records_of_run(stack: ArchiveStack, topic: str, run_id: str) -> list[dict[str, Any]]:
+    """Every record of ``run_id`` on ``topic`` so far, from the topic's beginning."""
+    consumer = create_consumer(stack.settings, stack.settings.topic(topic), group_id=None)
+    await consumer.start()
+    found: list[dict[str, Any]] = []
+    read = 0
+    try:
+        for _ in range(30):  # until a poll finds nothing after the topic's records
+            batches = await consumer.getmany(timeout_ms=1000)
+            if not batches and read:
+                break
+            values = [json.loads(r.value) for part in batches.values() for r in part]
+            read += len(values)
+            found += [v for v in values if v["run_id"] == run_id]
+    finally:
+        await consumer.stop()
+    return found
+
+
+async def test_every_record_the_pipeline_publishes_validates_against_its_schema(
+    stack: ArchiveStack, run_a: RunOutcome
+) -> None:
+    for topic in (wire.TOPIC_REQUESTS, wire.TOPIC_JOB_EVENTS, wire.TOPIC_ANSWERS):
+        shipped = schemas.by_name(topic).shipped()
+        assert shipped is not None
+        records = await _records_of_run(stack, topic, run_a.run_id)
+        assert len(records) >= len(run_a.results), topic
+        validator = Draft202012Validator(shipped)
+        errors = [(r, e.message) for r in records for e in validator.iter_errors(r)]
+        assert errors == [], topic
 
 
 def test_verify_reports_rows_changed_after_they_were_written(

@@ -16,9 +16,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from aiokafka import TopicPartition
+from cloudevents.core.bindings.kafka import KafkaMessage, from_binary
+from cloudevents.core.formats.json import JSONFormat
+from jsonschema import Draft202012Validator
 
-from models import wire
-from models.records import ChatJob, JobEvent, LineEnvelope
+from models import schemas, wire
+from models.records import ChatJob, DeadLetter, JobEvent, LineEnvelope
 from pipeline.archive.writer import ArchiveWriter, BatchOutcome
 from pipeline.errors import ArchiveRejectedError, ArchiveUnavailableError
 from pipeline.kafka.clients import (
@@ -294,13 +297,17 @@ async def test_sink_archives_a_transcript_end_to_end(
 
 
 async def _dead_letters(settings: Settings, count: int) -> list[Any]:
-    consumer = create_consumer(settings, settings.topic(wire.TOPIC_LINES_DLQ), group_id=None)
+    return await _read(settings, wire.TOPIC_LINES_DLQ, count)
+
+
+async def _read(settings: Settings, topic: str, count: int) -> list[Any]:
+    consumer = create_consumer(settings, settings.topic(topic), group_id=None)
     await consumer.start()
     found: list[Any] = []
     deadline = time.monotonic() + WAIT_S
     try:
         while len(found) < count:
-            assert time.monotonic() < deadline, f"only {len(found)} dead letters"
+            assert time.monotonic() < deadline, f"only {len(found)} records on {topic}"
             batches = await consumer.getmany(timeout_ms=200)
             found += [r for part in batches.values() for r in part]
     finally:
@@ -340,6 +347,51 @@ async def test_undecodable_records_go_to_the_dead_letter_topic_with_the_reason(
     assert event_letter.value == b"not an event"
     assert wire.HEADER_DLQ_SOURCE_OFFSET in dict(event_letter.headers)
     assert _count(engine, "SELECT count(*) FROM stream_lines") == len(TRANSCRIPT)
+    for letter in found:  # the dead-letter headers, read as an object, match their schema
+        fields = DeadLetter.from_headers(letter.headers).model_dump(mode="json", exclude_none=True)
+        assert _schema_errors(schemas.DEAD_LETTERS, fields) == []
+
+
+def _schema_errors(name: str, document: Any) -> list[str]:
+    schema = schemas.by_name(name).shipped()
+    assert schema is not None
+    return [e.message for e in Draft202012Validator(schema).iter_errors(document)]
+
+
+async def test_sink_publishes_the_answer_as_a_cloudevent_that_matches_its_schema(
+    settings: Settings, engine: sa.Engine, produce: Produce
+) -> None:
+    lines, events = _records("job-ce")
+    await produce(lines, events)
+    sink = await _started(settings)
+    try:
+        await _run_until(sink, lambda: _normalised(engine, "job-ce"))
+    finally:
+        await sink.stop()
+    (record,) = await _read(settings, wire.TOPIC_ANSWERS, 1)
+    headers = dict(record.headers)
+    assert {"ce_specversion", "ce_id", "ce_source", "ce_type", "ce_time", "ce_subject"} <= set(
+        headers
+    )
+    message = KafkaMessage(headers=headers, key=record.key, value=record.value)
+    event = from_binary(message, JSONFormat())
+    assert (event.get_specversion(), event.get_id(), event.get_subject()) == (
+        "1.0",
+        "job-ce:1",
+        "job-ce",
+    )
+    assert event.get_source() == "/chatscribe/runs/run-e2e"
+    assert event.get_type() == wire.CE_TYPE_ANSWER
+    assert event.get_datacontenttype() == "application/json"
+    assert event.get_time() is not None
+    data = event.get_data()
+    assert isinstance(data, dict)
+    assert (data["answer"], data["identity"], data["total_rows"]) == (
+        FINAL,
+        "external:analyst-1",
+        16,
+    )
+    assert _schema_errors(wire.TOPIC_ANSWERS, json.loads(record.value)) == []
 
 
 async def test_restart_before_the_offset_commit_writes_nothing_twice(
