@@ -5,6 +5,7 @@
 #   make check            ruff format --check, ruff check, mypy, then `make test`
 #   make demo             venv + services, then `chatscribe demo examples/questions.yaml`
 #   make services-up | services-down | services-status
+#                         (CHATSCRIBE_KAFKA_BROKERS=3: a three-node Kafka cluster, ops/services.sh)
 #   make fmt | bench | clean
 #
 # Every target is safe to run twice: the venv is (re)installed only when pyproject.toml changes,
@@ -24,7 +25,7 @@ BENCH_ARGS ?=
 .PHONY: help venv chromium services-up services-down services-status demo test lint check fmt bench clean
 
 help:
-	@sed -n '3,8p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,9p' Makefile | sed 's/^# \{0,1\}//'
 
 venv: $(STAMP)
 
