@@ -487,10 +487,16 @@ node_launch() {
 }
 
 node_fail() {
-    local dir
+    local dir skip
     dir=$(node_dir "$1")
+    skip=$(cat "$dir/log.start" 2>/dev/null || echo 0)
     say "last 40 lines of $dir/logs/server.log:"
     tail -n 40 "$dir/logs/server.log" 2>/dev/null || true
+    if [[ -f $dir/logs/server.log ]]; then
+        say "errors logged since this start:"
+        tail -n "+$((skip + 1))" "$dir/logs/server.log" |
+            grep -E '^\[[^]]*\] (ERROR|FATAL) |^Caused by: ' | tail -n 20 || true
+    fi
     [[ -s $dir/logs/kafka.out ]] && tail -n 20 "$dir/logs/kafka.out"
     die "$2"
 }
@@ -501,8 +507,9 @@ node_started() {
     local dir skip
     dir=$(node_dir "$1")
     skip=$(cat "$dir/log.start" 2>/dev/null || echo 0)
+    # grep reads to the end (no -q): tail killed by SIGPIPE would fail the pipe (pipefail).
     tail -n "+$((skip + 1))" "$dir/logs/server.log" 2>/dev/null |
-        grep -q "\[KafkaRaftServer nodeId=$1\] Kafka Server started" &&
+        grep "\[KafkaRaftServer nodeId=$1\] Kafka Server started" >/dev/null &&
         tcp_open "$CLUSTER_HOST" "$(node_port "$1")"
 }
 
