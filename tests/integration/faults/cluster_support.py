@@ -172,7 +172,8 @@ async def _find_coordinator(bootstrap: str, group: str) -> int:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
     try:
         await admin.start()
-        return await admin.find_coordinator(group)
+        node: int = await admin.find_coordinator(group)
+        return node
     finally:
         await admin.close()
 
