@@ -5,6 +5,8 @@
 #   make check            ruff format --check, ruff check, mypy, then `make test`
 #   make demo             venv + services, then `chatscribe demo examples/questions.yaml`
 #   make services-up | services-down | services-status
+#                         (CHATSCRIBE_KAFKA_BROKERS=3: a three-node Kafka cluster, ops/services.sh)
+#   make chaos            the fault tests marked chaos (pytest -m chaos), left out of `make test`
 #   make fmt | bench | clean
 #
 # Every target is safe to run twice: the venv is (re)installed only when pyproject.toml changes,
@@ -21,10 +23,10 @@ SERVICES = ops/services.sh
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: help venv chromium services-up services-down services-status demo test lint check fmt bench clean
+.PHONY: help venv chromium services-up services-down services-status demo test chaos lint check fmt bench clean
 
 help:
-	@sed -n '3,8p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,10p' Makefile | sed 's/^# \{0,1\}//'
 
 venv: $(STAMP)
 
@@ -51,6 +53,9 @@ demo: venv services-up
 
 test: venv services-up chromium
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+chaos: venv services-up
+	$(VENV)/bin/pytest -m chaos $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff format --check .

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start, stop and watch the real Kafka and PostgreSQL that chatscribe's tests, demo and CI use.
 #
-# usage: ops/services.sh COMMAND
+# usage: ops/services.sh COMMAND [--brokers 1|3]
 #   up                 install what is missing, start both services, wait until they answer
 #   down               stop what `up` started (and nothing else)
 #   status             report both; exit 0 when both answer, 1 otherwise
@@ -9,14 +9,25 @@
 #   start-kafka | stop-kafka | restart-kafka | kill-kafka (SIGKILL, no clean shutdown)
 #   reset-kafka        delete all topics and offsets (wipe and re-format storage), then start
 #   start-postgres | stop-postgres | restart-postgres
+#   --brokers 3        (or CHATSCRIBE_KAFKA_BROKERS=3) up, down and status act on a three-node
+#                      cluster instead of the single node; `down --brokers 3` stops the cluster only
+#   kill-broker N | stop-broker N | cont-broker N | start-broker N
+#                      node N (1-3) of the cluster: SIGKILL, SIGSTOP, SIGCONT, start again
 #
 # Kafka: Apache Kafka 3.9.1 from Maven Central jars (ops/kafka/pom.xml), one KRaft node,
 #   PLAINTEXT on 127.0.0.1:19092 (CHATSCRIBE_KAFKA_BOOTSTRAP), controller on 127.0.0.1:19093
 #   (CHATSCRIBE_KAFKA_CONTROLLER_PORT).
+# Cluster: three KRaft nodes from the same jars, each broker and controller (combined mode,
+#   ops/kafka/cluster.properties.in), node N on 127.0.0.1:BASE+2(N-1), its controller on the next
+#   port; BASE is CHATSCRIBE_KAFKA_CLUSTER_PORT (29092: 29092/29094/29096, controllers
+#   29093/29095/29097). Internal topics have 3 replicas, min.insync.replicas 2. Heap per node:
+#   CHATSCRIBE_KAFKA_CLUSTER_HEAP (384m). Point the pipeline at it with
+#   CHATSCRIBE_KAFKA_BOOTSTRAP=127.0.0.1:29092,127.0.0.1:29094,127.0.0.1:29096.
 # PostgreSQL: the server at CHATSCRIBE_DATABASE_URL. If one already answers there (and the login
 #   works) it is used as it is; otherwise a private cluster is created and started on that port.
 # State: CHATSCRIBE_STATE_DIR (default ~/.local/state/chatscribe): kafka/{libs,data,logs,kafka.pid},
-#   postgres/{data,log}, and `started`, the list of services that `up` started.
+#   kafka-cluster/node-N/{data,logs,kafka.pid}, postgres/{data,log}, and `started`, the list of
+#   services that `up` started.
 set -Eeuo pipefail
 trap 'printf "ops: error: \`%s\` failed (line %s)\n" "$BASH_COMMAND" "$LINENO" >&2' ERR
 
@@ -24,11 +35,16 @@ OPS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly OPS_DIR
 readonly KAFKA_POM=$OPS_DIR/kafka/pom.xml
 readonly KAFKA_PROPS_TEMPLATE=$OPS_DIR/kafka/server.properties.in
+readonly CLUSTER_PROPS_TEMPLATE=$OPS_DIR/kafka/cluster.properties.in
 readonly KAFKA_LOG4J=$OPS_DIR/kafka/log4j.properties
 
 readonly DEFAULT_DATABASE_URL=postgresql+psycopg://chatscribe:chatscribe@127.0.0.1:15432/chatscribe
 readonly DEFAULT_KAFKA_BOOTSTRAP=127.0.0.1:19092
 readonly DEFAULT_KAFKA_CONTROLLER_PORT=19093
+readonly DEFAULT_CLUSTER_PORT=29092
+readonly DEFAULT_CLUSTER_HEAP=384m
+readonly CLUSTER_SIZE=3
+readonly CLUSTER_HOST=127.0.0.1
 readonly KAFKA_READY_TIMEOUT_S=${CHATSCRIBE_KAFKA_READY_TIMEOUT_S:-90}
 readonly KAFKA_STOP_TIMEOUT_S=30
 readonly PG_READY_TIMEOUT_S=60
@@ -47,12 +63,18 @@ readonly KAFKA_PROPS=$KAFKA_DIR/server.properties
 readonly KAFKA_ADMIN_PROPS=$KAFKA_DIR/admin.properties
 readonly KAFKA_CLUSTER_ID_FILE=$KAFKA_DIR/cluster.id
 readonly PG_STATE=$STATE_DIR/postgres
+readonly CLUSTER_DIR=$STATE_DIR/kafka-cluster
+readonly CLUSTER_ID_FILE=$CLUSTER_DIR/cluster.id
 
 readonly KAFKA_BOOTSTRAP=${CHATSCRIBE_KAFKA_BOOTSTRAP:-$DEFAULT_KAFKA_BOOTSTRAP}
 readonly KAFKA_HOST=${KAFKA_BOOTSTRAP%:*}
 readonly KAFKA_PORT=${KAFKA_BOOTSTRAP##*:}
 readonly KAFKA_CONTROLLER_PORT=${CHATSCRIBE_KAFKA_CONTROLLER_PORT:-$DEFAULT_KAFKA_CONTROLLER_PORT}
 readonly DATABASE_URL=${CHATSCRIBE_DATABASE_URL:-$DEFAULT_DATABASE_URL}
+readonly CLUSTER_PORT=${CHATSCRIBE_KAFKA_CLUSTER_PORT:-$DEFAULT_CLUSTER_PORT}
+readonly CLUSTER_HEAP=${CHATSCRIBE_KAFKA_CLUSTER_HEAP:-$DEFAULT_CLUSTER_HEAP}
+# 1: the single node; 3: the cluster (--brokers overrides it).
+BROKERS=${CHATSCRIBE_KAFKA_BROKERS:-1}
 
 # Filled by parse_database_url / pg_locate.
 PG_HOST='' PG_PORT='' PG_USER='' PG_PASSWORD='' PG_DB=''
@@ -331,6 +353,263 @@ kafka_reset() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# Kafka cluster: three KRaft nodes on loopback (--brokers 3)
+# ---------------------------------------------------------------------------------------------
+
+node_port() { echo $((CLUSTER_PORT + 2 * ($1 - 1))); }
+node_controller_port() { echo $((CLUSTER_PORT + 2 * ($1 - 1) + 1)); }
+node_dir() { echo "$CLUSTER_DIR/node-$1"; }
+
+cluster_bootstrap() {
+    local n out=()
+    for ((n = 1; n <= CLUSTER_SIZE; n++)); do out+=("$CLUSTER_HOST:$(node_port "$n")"); done
+    (
+        IFS=,
+        echo "${out[*]}"
+    )
+}
+
+cluster_voters() {
+    local n out=()
+    for ((n = 1; n <= CLUSTER_SIZE; n++)); do
+        out+=("$n@$CLUSTER_HOST:$(node_controller_port "$n")")
+    done
+    (
+        IFS=,
+        echo "${out[*]}"
+    )
+}
+
+check_node() {
+    [[ $1 =~ ^[0-9]+$ ]] && (($1 >= 1 && $1 <= CLUSTER_SIZE)) ||
+        die "broker number must be 1 to $CLUSTER_SIZE (got '${1:-}')"
+}
+
+# node_pid N: the PID of node N if it is alive (stopped with SIGSTOP counts as alive).
+node_pid() {
+    local pid file
+    file=$(node_dir "$1")/kafka.pid
+    [[ -f $file ]] || return 1
+    pid=$(cat "$file")
+    [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "node-$1/server.properties" || return 1
+    echo "$pid"
+}
+
+# node_alive N: the process in node N's PID file exists and is no zombie (see kafka_process_alive).
+node_alive() {
+    local pid state file
+    file=$(node_dir "$1")/kafka.pid
+    [[ -f $file ]] || return 1
+    pid=$(cat "$file")
+    [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+    state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || return 1
+    [[ $state != Z ]]
+}
+
+# node_answers N: node N serves an admin call about itself (ready and unfenced, as kafka_answers).
+node_answers() {
+    local port
+    port=$(node_port "$1")
+    tcp_open "$CLUSTER_HOST" "$port" || return 1
+    [[ -d $KAFKA_LIBS ]] || return 1
+    mkdir -p "$CLUSTER_DIR"
+    printf 'request.timeout.ms=5000\ndefault.api.timeout.ms=10000\n' >"$CLUSTER_DIR/admin.properties"
+    kafka_tool OFF kafka.admin.ConfigCommand --bootstrap-server "$CLUSTER_HOST:$port" \
+        --command-config "$CLUSTER_DIR/admin.properties" --describe --entity-type brokers \
+        --entity-name "$1" >/dev/null 2>&1 </dev/null
+}
+
+node_render_config() {
+    local dir
+    dir=$(node_dir "$1")
+    mkdir -p "$dir/data" "$dir/logs"
+    sed -e "s|@NODE_ID@|$1|g" -e "s|@KAFKA_HOST@|$CLUSTER_HOST|g" \
+        -e "s|@KAFKA_PORT@|$(node_port "$1")|g" \
+        -e "s|@CONTROLLER_PORT@|$(node_controller_port "$1")|g" \
+        -e "s|@VOTERS@|$(cluster_voters)|g" -e "s|@LOG_DIR@|$dir/data|g" \
+        "$CLUSTER_PROPS_TEMPLATE" >"$dir/server.properties"
+}
+
+# A Kafka Uuid (as `kafka-storage.sh random-uuid` prints it, without starting a JVM): 16 random
+# bytes in unpadded URL-safe base64, never starting with '-'.
+cluster_id() {
+    if [[ ! -s $CLUSTER_ID_FILE ]]; then
+        local id='-'
+        while [[ $id == -* ]]; do
+            id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+        done
+        mkdir -p "$CLUSTER_DIR"
+        echo "$id" >"$CLUSTER_ID_FILE"
+    fi
+    cat "$CLUSTER_ID_FILE"
+}
+
+# Every node is formatted with the one cluster id of $CLUSTER_ID_FILE.
+node_format_once() {
+    local dir
+    dir=$(node_dir "$1")
+    [[ -f $dir/data/meta.properties ]] && return
+    say "formatting node $1 storage $dir/data (cluster id $2)"
+    kafka_tool WARN kafka.tools.StorageTool format --ignore-formatted -t "$2" \
+        -c "$dir/server.properties" >"$dir/logs/format.log" 2>&1 ||
+        { cat "$dir/logs/format.log" >&2; die "storage format of node $1 failed"; }
+}
+
+# node_launch N: start node N's JVM in the background (no wait); a running node is left alone.
+node_launch() {
+    local dir port pid
+    if pid=$(node_pid "$1"); then
+        say "node $1 already running (pid $pid)"
+        return
+    fi
+    port=$(node_port "$1")
+    for port in "$port" "$(node_controller_port "$1")"; do
+        ! tcp_open "$CLUSTER_HOST" "$port" || die "port $port (node $1) is taken by another process"
+    done
+    dir=$(node_dir "$1")
+    node_render_config "$1"
+    node_format_once "$1" "$(cluster_id)"
+    if [[ -f $dir/logs/server.log ]]; then
+        wc -l <"$dir/logs/server.log" >"$dir/log.start"
+    else
+        echo 0 >"$dir/log.start"
+    fi
+    say "starting node $1 at $CLUSTER_HOST:$(node_port "$1") (logs: $dir/logs)"
+    # As in kafka_start: setsid does not fork here, so $! is the node's PID.
+    setsid nohup java -Xms128m -Xmx"$CLUSTER_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+        -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
+        -XX:TieredStopAtLevel=1 -XX:ParallelGCThreads=1 \
+        -XX:ConcGCThreads=1 -Djava.awt.headless=true -Dlog4j.configuration="file:$KAFKA_LOG4J" \
+        -Dkafka.logs.dir="$dir/logs" -cp "$KAFKA_LIBS/*" kafka.Kafka "$dir/server.properties" \
+        >>"$dir/logs/kafka.out" 2>&1 </dev/null 9>&- &
+    echo $! >"$dir/kafka.pid"
+}
+
+node_fail() {
+    local dir skip
+    dir=$(node_dir "$1")
+    skip=$(cat "$dir/log.start" 2>/dev/null || echo 0)
+    say "last 40 lines of $dir/logs/server.log:"
+    tail -n 40 "$dir/logs/server.log" 2>/dev/null || true
+    if [[ -f $dir/logs/server.log ]]; then
+        say "errors logged since this start:"
+        tail -n "+$((skip + 1))" "$dir/logs/server.log" |
+            grep -E '^\[[^]]*\] (ERROR|FATAL) |^Caused by: ' | tail -n 20 || true
+    fi
+    [[ -s $dir/logs/kafka.out ]] && tail -n 20 "$dir/logs/kafka.out"
+    die "$2"
+}
+
+# node_started N: node N logged its start (caught up, unfenced, serving) since its launch. Reading
+# the log costs nothing; an admin tool (node_answers) is a JVM, seconds of CPU on a busy machine.
+node_started() {
+    local dir skip
+    dir=$(node_dir "$1")
+    skip=$(cat "$dir/log.start" 2>/dev/null || echo 0)
+    # grep reads to the end (no -q): tail killed by SIGPIPE would fail the pipe (pipefail).
+    tail -n "+$((skip + 1))" "$dir/logs/server.log" 2>/dev/null |
+        grep "\[KafkaRaftServer nodeId=$1\] Kafka Server started" >/dev/null &&
+        tcp_open "$CLUSTER_HOST" "$(node_port "$1")"
+}
+
+# node_wait_ready N...: wait until each node has started (their start-ups overlap).
+node_wait_ready() {
+    local started=$SECONDS n
+    for n in "$@"; do
+        while ! node_started "$n"; do
+            node_alive "$n" || node_fail "$n" "node $n exited during start-up"
+            ((SECONDS - started < KAFKA_READY_TIMEOUT_S)) ||
+                node_fail "$n" "node $n did not start within ${KAFKA_READY_TIMEOUT_S}s"
+            sleep 0.5
+        done
+        say "node $n ready at $CLUSTER_HOST:$(node_port "$n") (pid $(node_pid "$n"))"
+    done
+}
+
+cluster_start() {
+    local n id nodes=() jobs=()
+    kafka_resolve
+    id=$(cluster_id)
+    # Formatting is a JVM per node: the three run together.
+    for ((n = 1; n <= CLUSTER_SIZE; n++)); do
+        node_pid "$n" >/dev/null && continue
+        node_render_config "$n"
+        node_format_once "$n" "$id" &
+        jobs+=($!)
+    done
+    for n in "${jobs[@]}"; do wait "$n"; done
+    mark_started kafka-cluster
+    # A quorum needs two voters: every node starts before any is waited for.
+    for ((n = 1; n <= CLUSTER_SIZE; n++)); do
+        node_launch "$n"
+        nodes+=("$n")
+    done
+    node_wait_ready "${nodes[@]}"
+    say "kafka cluster ready at $(cluster_bootstrap)"
+}
+
+# node_stop N [quiet]: SIGCONT (a paused node cannot handle SIGTERM), SIGTERM, and SIGKILL after
+# KAFKA_STOP_TIMEOUT_S.
+node_stop() {
+    local pid started=$SECONDS
+    if ! pid=$(node_pid "$1"); then
+        [[ ${2:-} == quiet ]] || say "node $1 is not running"
+        return
+    fi
+    kill -CONT "$pid" 2>/dev/null || true
+    kill -TERM "$pid" 2>/dev/null || true
+    while node_pid "$1" >/dev/null; do
+        if ((SECONDS - started >= KAFKA_STOP_TIMEOUT_S)); then
+            say "node $1 still alive after ${KAFKA_STOP_TIMEOUT_S}s; SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+        sleep 0.5
+    done
+    say "node $1 stopped ($((SECONDS - started))s)"
+}
+
+# All nodes at once: stopped one after another, the last ones would wait for a lost quorum.
+cluster_stop() {
+    local n pids=()
+    for ((n = 1; n <= CLUSTER_SIZE; n++)); do
+        node_stop "$n" quiet &
+        pids+=($!)
+    done
+    for n in "${pids[@]}"; do wait "$n"; done
+    unmark_started kafka-cluster
+    say "kafka cluster stopped"
+}
+
+# node_signal N SIGNAL WHAT: send SIGNAL to node N (kill-broker waits until it is gone).
+node_signal() {
+    local pid
+    pid=$(node_pid "$1") || die "node $1 is not running"
+    say "$3 node $1 (pid $pid, SIG$2)"
+    kill "-$2" "$pid"
+    if [[ $2 == KILL ]]; then
+        while node_alive "$1"; do sleep 0.2; done
+    fi
+}
+
+cluster_status() {
+    local n ok=0 pid
+    for ((n = 1; n <= CLUSTER_SIZE; n++)); do
+        pid=$(node_pid "$n") && pid="pid $pid" || pid="not started by services.sh"
+        if [[ $pid == pid* && $(awk '{print $3}' "/proc/${pid#pid }/stat") == T ]]; then
+            say "kafka node $n: STOPPED (SIGSTOP) at $CLUSTER_HOST:$(node_port "$n") ($pid)"
+            ok=1
+        elif node_answers "$n"; then
+            say "kafka node $n: up at $CLUSTER_HOST:$(node_port "$n") ($pid)"
+        else
+            say "kafka node $n: DOWN (no answer at $CLUSTER_HOST:$(node_port "$n"))"
+            ok=1
+        fi
+    done
+    return "$ok"
+}
+
+# ---------------------------------------------------------------------------------------------
 # PostgreSQL
 # ---------------------------------------------------------------------------------------------
 
@@ -561,15 +840,27 @@ cmd_install() {
 cmd_up() {
     local started=$SECONDS
     pg_start
-    kafka_start
+    if ((BROKERS == CLUSTER_SIZE)); then
+        cluster_start
+    else
+        kafka_start
+    fi
     say "services up ($((SECONDS - started))s; state: $STATE_DIR)"
 }
 
 cmd_down() {
     local any=0
+    if ((BROKERS == CLUSTER_SIZE)); then
+        cluster_stop
+        return
+    fi
     if was_started kafka; then
         kafka_stop
         unmark_started kafka
+        any=1
+    fi
+    if was_started kafka-cluster; then
+        cluster_stop
         any=1
     fi
     if was_started postgres; then
@@ -590,7 +881,9 @@ cmd_status() {
         say "postgres: DOWN (nothing answers at $PG_HOST:$PG_PORT/$PG_DB as $PG_USER)"
         ok=1
     fi
-    if kafka_answers; then
+    if ((BROKERS == CLUSTER_SIZE)); then
+        cluster_status || ok=1
+    elif kafka_answers; then
         pid=$(kafka_pid) && pid="pid $pid" || pid="not started by services.sh"
         say "kafka: up at $KAFKA_BOOTSTRAP ($pid)"
     else
@@ -601,11 +894,31 @@ cmd_status() {
 }
 
 usage() {
-    sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
+# main COMMAND [N] [--brokers 1|3]
 main() {
-    local cmd=${1:-}
+    local cmd=${1:-} node=''
+    shift || true
+    while (($#)); do
+        case $1 in
+            --brokers)
+                BROKERS=${2:-}
+                shift 2 || die "--brokers needs a number"
+                ;;
+            --brokers=*)
+                BROKERS=${1#--brokers=}
+                shift
+                ;;
+            *)
+                node=$1
+                shift
+                ;;
+        esac
+    done
+    [[ $BROKERS == 1 || $BROKERS == "$CLUSTER_SIZE" ]] ||
+        die "--brokers (CHATSCRIBE_KAFKA_BROKERS) must be 1 or $CLUSTER_SIZE (got '$BROKERS')"
     case $cmd in
         status) cmd_status || exit 1 ;;
         up | down | install | start-kafka | stop-kafka | restart-kafka | kill-kafka | \
@@ -623,6 +936,16 @@ main() {
                 start-postgres) pg_start ;;
                 stop-postgres) pg_stop ;;
                 restart-postgres) pg_restart ;;
+            esac
+            ;;
+        kill-broker | stop-broker | cont-broker | start-broker)
+            check_node "$node"
+            take_lock
+            case $cmd in
+                kill-broker) node_signal "$node" KILL killing ;;
+                stop-broker) node_signal "$node" STOP pausing ;;
+                cont-broker) node_signal "$node" CONT resuming ;;
+                start-broker) node_launch "$node" && node_wait_ready "$node" ;;
             esac
             ;;
         -h | --help | help) usage ;;
