@@ -6,7 +6,8 @@ is a :class:`logging.Filter` on the process's handlers that turns that into:
 
 * one WARNING when the outage starts (the first connection-type record of ``aiokafka`` or
   ``kafka``, quoted),
-* a WARNING reminder every ``remind_s`` with the outage's duration and the records held back,
+* a WARNING reminder every ``remind_s`` with the outage's duration, the records held back and
+  the last of them (what the library says now: still no broker, or a group it cannot rejoin),
 * one WARNING when it ends: no connection-type record for ``quiet_s`` seconds (the library
   retries every 0.1-2 s while the broker is away, and says nothing once it is back).
 
@@ -35,6 +36,7 @@ LIBRARY_LOGGERS: Final = ("aiokafka", "kafka")
 REMIND_S: Final = 30.0
 QUIET_S: Final = 5.0
 TICK_S: Final = 1.0
+LAST_HELD_CHARS: Final = 300
 CONNECTION_MESSAGES: Final = (
     "Unable connect to",
     "Unable to update metadata",
@@ -98,6 +100,7 @@ class OutageLog(logging.Filter):
         self._last_seen = self._last_reminder = self._last_tick = 0.0
         self.held = 0
         self.outages = 0
+        self.last_held: str = ""
 
     def __repr__(self) -> str:
         state = "outage" if self.started_at is not None else "ok"
@@ -132,7 +135,7 @@ class OutageLog(logging.Filter):
                 self._say(
                     logging.WARNING,
                     f"kafka outage continues duration_s={now - self.started_at:.0f}"
-                    f" held_records={self.held}",
+                    f" held_records={self.held} last_error={self.last_held!r}",
                 )
 
     def _decide(self, record: logging.LogRecord) -> bool:
@@ -148,6 +151,7 @@ class OutageLog(logging.Filter):
             if connection:
                 self._last_seen = now
             self.held += 1
+            self.last_held = record.getMessage()[:LAST_HELD_CHARS]
             metrics.KAFKA_LOG_RECORDS_HELD.inc()
         return False
 

@@ -69,6 +69,18 @@ def test_long_outage_reminds_every_remind_s() -> None:
     assert summary.active
 
 
+def test_a_reminder_quotes_the_last_record_held_back() -> None:
+    clock = Clock()
+    summary, said = _summary(clock)
+    stuck = _record("aiokafka.consumer", logging.ERROR, "Heartbeat failed: %s", "UnknownMember")
+    for second in range(31):
+        clock.now = 100.0 + second
+        summary.filter(stuck if second == 30 else _unreachable(second))
+        summary.tick()
+    [reminder] = [m for _, m in said if m.startswith("kafka outage continues")]
+    assert reminder.endswith("last_error='Heartbeat failed: UnknownMember'")
+
+
 def test_other_records_pass_and_library_warnings_pass_outside_an_outage() -> None:
     summary, said = _summary(Clock())
     ours = _record("pipeline.worker.app", logging.ERROR, "job crashed")
