@@ -4,6 +4,7 @@
 #                         Chromium for the embed page test (ops/chromium.sh), then pytest
 #   make check            ruff format --check, ruff check, mypy, then `make test`
 #   make demo             venv + services, then `chatscribe demo examples/questions.yaml`
+#   make console          the web console over the archive at http://127.0.0.1:8500/
 #   make services-up | services-down | services-status
 #                         (CHATSCRIBE_KAFKA_BROKERS=3: a three-node Kafka cluster, ops/services.sh)
 #   make chaos            the fault tests marked chaos (pytest -m chaos), left out of `make test`
@@ -26,7 +27,7 @@ BENCH_ARGS ?=
 .PHONY: help venv chromium services-up services-down services-status demo test chaos lint check fmt bench clean
 
 help:
-	@sed -n '3,10p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,11p' Makefile | sed 's/^# \{0,1\}//'
 
 venv: $(STAMP)
 
@@ -50,6 +51,9 @@ services-status:
 
 demo: venv services-up
 	$(VENV)/bin/chatscribe demo examples/questions.yaml
+
+console: venv services-up
+	$(VENV)/bin/chatscribe console
 
 test: venv services-up chromium
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

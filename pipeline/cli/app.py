@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -267,9 +269,24 @@ def demo(
         _print_outcome(outcome, json_output=False, questions=file)
     finally:
         err.print(
-            "look at it: [bold]chatscribe console[/], then open"
+            f"look at it: [bold]make console[/] (or [bold]{_own_command()} console[/]), then open"
             f" http://127.0.0.1:8500/runs/{outcome.run_id}"
         )
+
+
+def _own_command() -> str:
+    """Returns: how to run this ``chatscribe`` again: its path when it is not on ``PATH``.
+
+    After ``make demo`` a newcomer's shell has no ``chatscribe`` (it lives in ``.venv/bin``).
+    """
+    on_path = shutil.which("chatscribe")
+    mine = Path(sys.argv[0]).resolve() if Path(sys.argv[0]).name == "chatscribe" else None
+    if mine is None or (on_path is not None and Path(on_path).resolve() == mine):
+        return "chatscribe"
+    try:
+        return str(mine.relative_to(Path.cwd()))
+    except ValueError:
+        return str(mine)
 
 
 @app.command()
