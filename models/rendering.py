@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -90,6 +91,46 @@ def markdown_html(text: str | None) -> str:
         return ""
     html: str = _MD.render(text)
     return html
+
+
+_SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s")
+MAX_PREVIEW_HEADERS: Final = 8
+
+
+def answer_preview(text: str | None, chars: int = 160) -> str:
+    """Returns: an answer's first sentence as plain text, for a list of answers.
+
+    The Markdown is parsed (the same parser as :func:`markdown_html`); the first paragraph or
+    heading outside a table gives the text, without its markup, cut after its first sentence
+    and at ``chars`` characters with an ellipsis. An answer that is only a table previews as
+    ``"Table: <its column names>"``; an empty one as ``""``.
+    """
+    headers: list[str] = []
+    where = ""
+    for token in _MD.parse(text or ""):
+        if token.type in ("table_open", "thead_open", "tbody_open"):
+            where = token.type.removesuffix("_open")
+        elif token.type == "table_close":
+            where = ""
+        elif token.type == "inline" and where == "thead":
+            headers.append(_plain(token))
+        elif token.type == "inline" and not where and _plain(token):
+            return _cut(_SENTENCE_END.split(_plain(token), maxsplit=1)[0], chars)
+    shown = [h for h in headers[:MAX_PREVIEW_HEADERS] if h]
+    return _cut("Table: " + ", ".join(shown), chars) if shown else ""
+
+
+def _plain(token: Token) -> str:
+    parts = [
+        " " if c.type in ("softbreak", "hardbreak") else c.content
+        for c in token.children or ()
+        if c.type in ("text", "code_inline", "softbreak", "hardbreak")
+    ]
+    return " ".join("".join(parts).split())
+
+
+def _cut(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def _is_number(value: Any) -> bool:

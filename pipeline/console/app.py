@@ -27,7 +27,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from models.masking import mask_access_log
-from models.rendering import format_cell
+from models.rendering import answer_preview, format_cell
 from pipeline.archive.console_queries import Engine, create_read_only_engine
 from pipeline.console import views
 from pipeline.console.pages import ConsolePages
@@ -57,6 +57,7 @@ def templates() -> Environment:
     )
     env.filters.update(
         short=views.short,
+        preview=answer_preview,
         marked=views.marked,
         sql=views.sql_html,
         markdown=views.answer_html,

@@ -25,7 +25,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import SqlLexer
 
-from models import json_values
+from models import json_values, wire
 from models.rendering import chart_spec, markdown_html, result_table
 from pipeline.archive.conversation import Conversation, Turn
 
@@ -94,17 +94,28 @@ def _query_view(query: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+SENTINEL_LABELS: Final = {
+    wire.ID_CUTOFF: "the stream starts here (earlier turns of the thread are not repeated)",
+    wire.ID_STATE: "the thread's state",
+    wire.ID_ABORTED: "aborted here",
+    wire.ID_SUSPENDED: "suspended here",
+    wire.ID_USAGE: "usage reported",
+}
+"""What each stream sentinel marks on a conversation's timeline (field notes, "Lines that the
+interface does not list")."""
+
+
 def turn_view(turn: Turn) -> dict[str, Any]:
     """Shapes one message for the chat.
 
     Returns:
         ``{"kind", "message_id", "role", "content" (HTML), "thinking", "tool", "query",
-        "redaction"}`` with
-        ``kind`` one of ``question``, ``answer``, ``assistant``, ``tool``, ``system`` (a
-        sentinel line such as ``__cutoff__`` or ``__usage__``).
+        "redaction", "label"}`` with ``kind`` one of ``question``, ``answer``, ``assistant``,
+        ``tool``, ``marker`` (a sentinel line such as ``__cutoff__`` or ``__usage__``: not a
+        message but a point on the timeline, ``label`` saying what it marks).
     """
     if turn.message_id.startswith("__"):
-        kind = "system"
+        kind = "marker"
     elif turn.tool is not None or turn.tool_name:
         kind = "tool"
     elif turn.role == "user":
@@ -128,6 +139,9 @@ def turn_view(turn: Turn) -> dict[str, Any]:
         "tool": tool,
         "query": _query_view(turn.query) if turn.query is not None else None,
         "redaction": turn.redaction,
+        "label": SENTINEL_LABELS.get(turn.message_id, turn.message_id)
+        if kind == "marker"
+        else None,
     }
 
 

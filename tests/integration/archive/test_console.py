@@ -236,6 +236,8 @@ def test_run_page_filters_by_persona_and_links_every_job_to_its_conversation(
     assert shown and shown <= jobs
     assert len(shown) == min(len(jobs), 50)
     assert "Average arrival delay by carrier" in page.dom
+    previews = re.findall(r'<tr class="job[^>]*>.*?</tr>', page.dom, re.DOTALL)
+    assert previews and not [p for p in previews if "| " in p]  # answers as plain first sentences
     jfk = open_page(f"{console}/runs/{demo_run.run_id}?persona=jfk-ops", tmp_path / "jfk")
     expected = {f"/jobs/{r.job_id}" for r in demo_run.results if r.persona == "jfk-ops"}
     assert _links(jfk.dom, "/jobs/") == expected
@@ -258,6 +260,8 @@ def test_conversation_page_draws_the_chart_renders_the_answer_and_verifies_the_c
     assert "analyst-1" in page.dom  # the identity that ran it
     assert 'class="sql"' in page.dom and "MEASURE" in page.dom
     assert f'href="/runs/{demo_run.run_id}"' in page.dom
+    assert 'class="marker" data-message="__cutoff__"' in page.dom  # a point, not a message
+    assert 'class="msg system"' not in page.dom
 
 
 def test_raw_ndjson_download_is_the_bytes_of_chatscribe_replay(

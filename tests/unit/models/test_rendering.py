@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from models.rendering import chart_spec, format_cell, markdown_html, result_table
+import pytest
+
+from models.rendering import answer_preview, chart_spec, format_cell, markdown_html, result_table
 
 
 def test_markdown_tables_render_as_html_tables() -> None:
@@ -112,3 +114,33 @@ def test_chart_spec_drops_embed_options_loaded_config_and_foreign_schemas() -> N
     )
     assert kept is not None and kept["config"] == {"view": {}}
     assert kept["$schema"].endswith("v5.20.json")
+
+
+TABLE = "| Carrier | Average arrival delay |\n|---|---|\n| UA | 3.5 |\n| AA | 1.2 |"
+
+
+@pytest.mark.parametrize(
+    ("answer", "preview"),
+    [
+        (
+            "**United** flew the most\nflights (58,665). American was second.",
+            "United flew the most flights (58,665).",
+        ),
+        ("The mean was 3.5 minutes. Next.", "The mean was 3.5 minutes."),
+        (TABLE, "Table: Carrier, Average arrival delay"),
+        ("Here they are:\n\n" + TABLE, "Here they are:"),
+        ("# Delays\n\nUA led.", "Delays"),
+        ("`SELECT 1` ran", "SELECT 1 ran"),
+        ("", ""),
+        (None, ""),
+    ],
+)
+def test_an_answers_preview_is_its_first_sentence_as_plain_text(
+    answer: str | None, preview: str
+) -> None:
+    assert answer_preview(answer) == preview
+    assert "|" not in answer_preview(answer)
+
+
+def test_a_long_first_sentence_is_cut_with_an_ellipsis() -> None:
+    assert answer_preview("word " * 100, chars=20) == "word word word word…"

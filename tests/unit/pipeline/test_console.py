@@ -23,7 +23,7 @@ from pipeline.console.security import (
     is_loopback,
     local_location,
 )
-from pipeline.console.views import marked, sql_html, status_bar, turn_view
+from pipeline.console.views import SENTINEL_LABELS, marked, sql_html, status_bar, turn_view
 from pipeline.errors import ConsoleBindError
 
 
@@ -89,7 +89,8 @@ def _turn(**fields: object) -> Turn:
 
 
 def test_turns_are_shaped_by_kind_with_markdown_answers_and_sql_results() -> None:
-    assert turn_view(_turn(message_id="__cutoff__"))["kind"] == "system"
+    cutoff = turn_view(_turn(message_id="__cutoff__"))
+    assert (cutoff["kind"], cutoff["label"]) == ("marker", SENTINEL_LABELS["__cutoff__"])
     assert turn_view(_turn(role="user", content="<b>hi</b>"))["kind"] == "question"
     answer = turn_view(_turn(is_final=True, content="| a |\n|---|\n| 1 |"))
     assert answer["kind"] == "answer" and "<td>1</td>" in str(answer["content"])
