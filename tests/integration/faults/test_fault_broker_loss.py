@@ -134,11 +134,11 @@ def test_fault_broker_sigkill_of_leader_then_a_second_broker_loses_no_line(
     assert stored == stack.audit(first_run, JOBS).lines_sent
 
 
+# Known to fail now and then (1 run in 5 on a quiet machine, every run on a loaded one): the
+# sink's consumer sometimes never rejoins its group after the coordinator comes back, and its
+# outage reminders go on ("kafka outage continues ... last_error=..."). Kept in `make chaos`,
+# out of `make test`, until that stall is found (issue 25, point 4).
 @pytest.mark.chaos
-@pytest.mark.xfail(
-    strict=True,
-    reason="the sink never rejoins after its coordinator was paused past the session timeout",
-)
 @pytest.mark.timeout(300)
 def test_fault_broker_paused_past_session_timeout_then_resumed_loses_no_line(
     cluster: KafkaCluster, stack: FaultStack
