@@ -30,11 +30,11 @@ from pipeline.archive.engine import create_engine
 from pipeline.archive.writer import ArchiveWriter
 from pipeline.cli.app import app
 from pipeline.errors import RunNotFoundError, TraceExportError
-from pipeline.kafka.clients import create_producer
 from pipeline.otel.export import export_archive
 from pipeline.otel.spans import span_id, trace_id
 from pipeline.settings import Settings
 from pipeline.sink.loop import Sink
+from tests.integration.pipeline.sink_records_support import produce_records
 from tests.stack_support import migrated_settings
 
 pytestmark = [
@@ -294,18 +294,7 @@ def test_export_otel_command_exports_a_run(
 async def _sink_archives(settings: Settings, engine: sa.Engine, job_id: str) -> Sink:
     """Produces a job's lines and events to Kafka and runs a sink until it is normalised."""
     lines, events = _records(job_id, f"run-{job_id}")
-    producer = create_producer(settings)
-    await producer.start()
-    try:
-        for line in lines:
-            key, value, headers = line.to_record()
-            await producer.send(settings.topic(wire.TOPIC_LINES), value, key=key, headers=headers)
-        for event in events:
-            topic = settings.topic(wire.TOPIC_JOB_EVENTS)
-            await producer.send(topic, event.to_value(), key=event.job_id.encode())
-        await producer.flush()
-    finally:
-        await producer.stop()
+    await produce_records(settings, lines, events)
     sink = Sink(settings)
     await sink.start()
     query = sa.text("SELECT normalised_attempt FROM jobs WHERE job_id = :j")

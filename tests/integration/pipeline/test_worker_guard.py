@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -25,10 +25,8 @@ from tests.integration.pipeline.worker_support import (
     Submit,
     TopicReader,
     WorkerProcess,
-    reading,
     serve_scripted_chat,
     start_worker,
-    submitting,
     unique_prefix,
     worker_settings,
 )
@@ -75,18 +73,6 @@ def worker(
     yield running
     code = running.stop()
     assert code == 0, f"worker exited with {code}:\n{running.log()[-5000:]}"
-
-
-@pytest.fixture
-async def topic_reader(worker: WorkerProcess) -> AsyncIterator[TopicReader]:
-    async with reading(worker.settings) as reader:
-        yield reader
-
-
-@pytest.fixture
-async def submit(worker: WorkerProcess, scripted_chat: ScriptedChat) -> AsyncIterator[Submit]:
-    async with submitting(worker.settings, scripted_chat.chat_url) as send:
-        yield send
 
 
 async def _dead_letter_reason(reader: TopicReader, job_id: str) -> str:
