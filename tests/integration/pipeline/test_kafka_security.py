@@ -28,7 +28,7 @@ from models import wire
 from pipeline.errors import RecordDeliveryError
 from pipeline.kafka.clients import create_consumer, create_producer, ensure_topics
 from pipeline.settings import Settings
-from tests.stack_support import unique_settings
+from tests.stack_support import free_port, unique_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -37,12 +37,6 @@ KAFKA_LIBS = STATE_DIR / "kafka" / "libs"
 LOG4J = Path(__file__).resolve().parents[3] / "ops" / "kafka" / "log4j.properties"
 READY_TIMEOUT_S = 90.0
 USER, PASSWORD = "pipeline", "pipeline-secret"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -123,7 +117,7 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredK
     keystore.write_bytes(pkcs8 + b"".join(blob.bytes() for blob in server.cert_chain_pems))
     cafile = folder / "ca.pem"
     ca.cert_pem.write_to_path(str(cafile))
-    ports = {"BROKER": _free_port(), "SECURED": _free_port(), "CONTROLLER": _free_port()}
+    ports = {"BROKER": free_port(), "SECURED": free_port(), "CONTROLLER": free_port()}
     props = folder / "server.properties"
     props.write_text(_properties(folder, ports, keystore), encoding="utf-8")
     log = folder / "kafka.log"
