@@ -331,19 +331,21 @@ def console_results() -> list[Result]:
 def otel_results() -> list[Result]:
     """Issue 27: ``chatscribe export otel`` over a 10,000-job run, spans per second.
 
-    Against the SDK's exporter alone sending the same spans, already built, in the same run
-    (:mod:`bench.otel_export`); the issue's goal of 5,000 spans/s is in the details.
+    Against the OpenTelemetry SDK's spans and exporter sending the same turns, read beforehand,
+    in the same run (:mod:`bench.otel_export`); our build-and-send part alone and the issue's
+    goal of 5,000 spans/s are in the details.
     """
     f = otel_export.measure()
     return [
         Result(
             f"otel-export-{_k(f.jobs)}",
             f.export_spans_per_s,
-            f.exporter_spans_per_s,
+            f.sdk_spans_per_s,
             "spans/s",
-            "the SDK's OTLP/HTTP exporter alone, same spans already built",
+            "the SDK's ReadableSpans and OTLPSpanExporter, same turns already read",
             details={
                 "spans": f.spans,
+                "build_and_send_spans_per_s": round(f.build_spans_per_s),
                 "goal_spans_per_s": otel_export.TARGET_SPANS_PER_S,
                 "goal_met": f.export_spans_per_s >= otel_export.TARGET_SPANS_PER_S,
             },

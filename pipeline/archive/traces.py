@@ -1,23 +1,25 @@
 """Archived conversations as turns and tool calls, for the OpenTelemetry export.
 
-A database module (SQLAlchemy) used by :mod:`pipeline.otel`: :func:`read_turns` reads every
+A database module (SQLAlchemy) used by :mod:`pipeline.otel`: :func:`iter_turns` reads every
 normalised job attempt of a run, or finished since a time, with its answer and its tool calls
 (SQL, row counts, errors) and the receive times of the lines that carried them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 import sqlalchemy as sa
 
 from pipeline.archive.engine import translate_errors
 
 PAIRS_PER_QUERY: Final = 500
+"""Turns read per page, and whose tool calls are read in one query."""
 
+# Each query's columns are its row class's fields in order (rows are built by position).
 _TURNS = """
 SELECT j.job_id, j.run_id, j.normalised_attempt AS attempt, j.question, j.persona, j.identity,
        j.chat_id, j.chat_url, j.status, j.error, j.error_type, j.submitted_at, j.started_at,
@@ -32,9 +34,10 @@ WHERE j.normalised_attempt IS NOT NULL
 ORDER BY j.submitted_at, j.job_id
 """
 _TOOL_CALLS = """
-SELECT t.job_id, t.attempt, t.message_id, t.name, t.kind, t.input, t.input_raw, t.result,
-       t.error, t.payload_error, t.complete, s.sql_query AS sql, s.total_rows, s.returned_rows,
-       s.error AS sql_error, m.first_line,
+SELECT t.job_id, t.attempt, t.message_id, t.name, t.kind, CAST(t.input AS text) AS input,
+       t.input_raw, CAST(t.result AS text) AS result, CAST(t.error AS text) AS error,
+       t.payload_error, t.complete, s.sql_query AS sql, s.total_rows, s.returned_rows,
+       s.error AS sql_error,
        (SELECT l.received_at FROM stream_lines l WHERE l.job_id = t.job_id
          AND l.attempt = t.attempt AND l.line_no = m.first_line LIMIT 1) AS started_at,
        (SELECT l.received_at FROM stream_lines l WHERE l.job_id = t.job_id
@@ -55,7 +58,8 @@ class ToolCallRow:
     Attributes:
         message_id: The tool-call message's id (unique within the attempt).
         name, kind: The tool's name (``cubeSqlApi``) and kind (``meta``, ``sql``, ``other``).
-        input, result, error: The call's parsed payloads (JSON values), or None.
+        input, result, error: The call's payloads as JSON text (PostgreSQL's rendering of the
+            stored ``jsonb``: read once, never decoded and encoded again), or None.
         input_raw: The input as sent, when it did not parse.
         payload_error: Why a payload did not parse, or None.
         complete: False when the stream ended before the call's result.
@@ -66,10 +70,10 @@ class ToolCallRow:
     message_id: str
     name: str | None
     kind: str
-    input: Any
+    input: str | None
     input_raw: str | None
-    result: Any
-    error: Any
+    result: str | None
+    error: str | None
     payload_error: str | None
     complete: bool
     sql: str | None
@@ -122,7 +126,21 @@ def read_turns(
     since: datetime | None = None,
     pairs: Sequence[tuple[str, int]] | None = None,
 ) -> list[TurnRow]:
-    """Reads the normalised attempts of a run, or finished since a time, with their tool calls.
+    """Returns: :func:`iter_turns`'s turns as a list (same arguments and errors)."""
+    return list(iter_turns(engine, run_id=run_id, since=since, pairs=pairs))
+
+
+def iter_turns(
+    engine: sa.Engine,
+    *,
+    run_id: str | None = None,
+    since: datetime | None = None,
+    pairs: Sequence[tuple[str, int]] | None = None,
+) -> Iterator[TurnRow]:
+    """Yields the normalised attempts of a run, or finished since a time, with their tool calls.
+
+    The turns are read through a server-side cursor, :data:`PAIRS_PER_QUERY` at a time, each
+    page's tool calls in one query: memory stays bounded by a page, whatever the archive's size.
 
     Args:
         engine: The archive's engine.
@@ -131,35 +149,27 @@ def read_turns(
         pairs: Only these ``(job_id, attempt)`` pairs, when given (each still the job's
             normalised attempt).
 
-    Returns:
+    Yields:
         The turns ordered by submission time, each with its tool calls in stream order.
 
     Raises:
         ArchiveUnavailableError, ArchiveSchemaError: Translated PostgreSQL failures.
     """
+    params = {
+        "run_id": run_id,
+        "since": since,
+        "jobs": None if pairs is None else [p[0] for p in pairs],
+        "attempts": None if pairs is None else [p[1] for p in pairs],
+    }
     with translate_errors("read turns for export"), engine.connect() as conn:
-        params = {
-            "run_id": run_id,
-            "since": since,
-            "jobs": None if pairs is None else [p[0] for p in pairs],
-            "attempts": None if pairs is None else [p[1] for p in pairs],
-        }
-        turns = [TurnRow(**row._asdict()) for row in conn.execute(sa.text(_TURNS), params)]
-        by_pair = {(t.job_id, t.attempt): t for t in turns}
-        found = list(by_pair)
-        for start in range(0, len(found), PAIRS_PER_QUERY):
-            _attach_tool_calls(conn, found[start : start + PAIRS_PER_QUERY], by_pair)
-    return turns
+        paged = conn.execution_options(stream_results=True, yield_per=PAIRS_PER_QUERY)
+        for page in paged.execute(sa.text(_TURNS), params).partitions():
+            turns = {(row.job_id, row.attempt): TurnRow(*row) for row in page}
+            _attach_tool_calls(conn, turns)
+            yield from turns.values()
 
 
-def _attach_tool_calls(
-    conn: sa.Connection,
-    pairs: Sequence[tuple[str, int]],
-    by_pair: dict[tuple[str, int], TurnRow],
-) -> None:
-    params = {"jobs": [p[0] for p in pairs], "attempts": [p[1] for p in pairs]}
-    for row in conn.execute(sa.text(_TOOL_CALLS), params):
-        values = row._asdict()
-        turn = by_pair[(values.pop("job_id"), values.pop("attempt"))]
-        values.pop("first_line")
-        turn.tool_calls.append(ToolCallRow(**values))
+def _attach_tool_calls(conn: sa.Connection, turns: dict[tuple[str, int], TurnRow]) -> None:
+    params = {"jobs": [p[0] for p in turns], "attempts": [p[1] for p in turns]}
+    for job_id, attempt, *values in conn.execute(sa.text(_TOOL_CALLS), params):
+        turns[(job_id, attempt)].tool_calls.append(ToolCallRow(*values))

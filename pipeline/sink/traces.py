@@ -29,7 +29,9 @@ logger = logging.getLogger(__name__)
 
 PAUSE_AFTER_FAILURE_S: Final = 60.0
 TIMEOUT_S: Final = 5.0
-"""Seconds the live exporter allows one request, retries included."""
+"""Seconds the live exporter allows one try of a request."""
+RETRIES: Final = 1
+"""Tries after the first: the live export is best effort, the batch loop waits for it."""
 
 
 class TracePublisher:
@@ -86,4 +88,6 @@ class TracePublisher:
 
     def _export(self, pairs: Sequence[tuple[str, int]]) -> int:
         turns = read_turns(self._engine, pairs=pairs)
-        return export_turns(turns, endpoint=self._endpoint, timeout_s=TIMEOUT_S).traces
+        return export_turns(
+            turns, endpoint=self._endpoint, timeout_s=TIMEOUT_S, retries=RETRIES
+        ).traces

@@ -29,6 +29,7 @@ IO_LIBRARIES = (
     "duckdb",
     "starlette",
     "uvicorn",
+    "urllib3",
 )
 """Libraries that do I/O: pure packages import none of them."""
 
@@ -39,6 +40,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "mode": ("pipeline.kafka", "pipeline.worker"),
     "sqlalchemy": ("pipeline.archive", "chat_api.state"),
     "psycopg": ("pipeline.archive", "chat_api.state"),
+    "urllib3": ("pipeline.otel",),
 }
 """Library → the only packages that may import it (``models`` and ``pipeline.transcript`` are
 pure and may import none)."""

@@ -7,6 +7,7 @@ collector does; the archive is written by the real :class:`ArchiveWriter` in a f
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 from collections.abc import Iterator
@@ -27,10 +28,11 @@ from typer.testing import CliRunner
 from models import wire
 from models.records import ChatJob, JobEvent, LineEnvelope
 from pipeline.archive.engine import create_engine
+from pipeline.archive.traces import read_turns
 from pipeline.archive.writer import ArchiveWriter
 from pipeline.cli.app import app
 from pipeline.errors import RunNotFoundError, TraceExportError
-from pipeline.otel.export import export_archive
+from pipeline.otel.export import export_archive, export_turns
 from pipeline.otel.spans import span_id, trace_id
 from pipeline.settings import Settings
 from pipeline.sink.loop import Sink
@@ -138,6 +140,9 @@ class Receiver:
     content_types: list[str] = field(default_factory=list)
     refuse: bool = False
     refused: int = 0
+    busy: int = 0
+    """Answer this many more requests with 503 and ``Retry-After: 0``."""
+    headers: list[dict[str, str]] = field(default_factory=list)
 
     def spans(self) -> list[dict[str, Any]]:
         """Every span received, as dicts with hex ids and plain attribute values."""
@@ -173,6 +178,16 @@ def receiver() -> Iterator[Receiver]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
+            state.headers.append(dict(self.headers))
+            if state.busy:
+                state.busy -= 1
+                self.send_response(503)
+                self.send_header("Retry-After", "0")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
             if state.refuse:
                 state.refused += 1
                 self.send_response(400)
@@ -220,8 +235,8 @@ def test_export_sends_a_trace_per_turn_with_tool_spans_over_otlp_protobuf(
         "invoke_agent chatscribe-agent",
     ]
     (turn,) = [s for s in received if s["name"].startswith("invoke_agent")]
-    assert turn["trace_id"] == f"{trace_id('job-otel', 1):032x}"
-    assert turn["span_id"] == f"{span_id('job-otel', 1, None):016x}"
+    assert turn["trace_id"] == trace_id("job-otel", 1).hex()
+    assert turn["span_id"] == span_id("job-otel", 1, None).hex()
     attributes = turn["attributes"]
     assert attributes["gen_ai.operation.name"] == "invoke_agent"
     assert attributes["gen_ai.conversation.id"] == "chat-otel"
@@ -277,6 +292,28 @@ def test_export_of_an_unknown_run_or_to_a_refusing_endpoint_fails_clearly(
     assert caught.value.spans == 4 and caught.value.endpoint.endswith("/v1/traces")
 
 
+def test_export_retries_a_busy_endpoint_and_sends_the_standard_headers_and_gzip(
+    engine: sa.Engine, receiver: Receiver
+) -> None:
+    """OTLP/HTTP spec, "Failures": a 503 is retried; ``OTEL_EXPORTER_OTLP_*`` apply."""
+    _write_job(engine, "job-busy", "run-busy")
+    turns = read_turns(engine, run_id="run-busy")
+    receiver.busy = 2
+    env = {
+        "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Basic%20abc,x-tenant=t1",
+        "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip",
+    }
+    summary = export_turns(turns, endpoint=receiver.url, env=env)
+    assert summary.spans == 4 and len(receiver.spans()) == 4
+    assert len(receiver.headers) == 3  # two 503s, then the accepted request
+    sent = receiver.headers[-1]
+    assert sent["authorization"] == "Basic abc" and sent["x-tenant"] == "t1"
+    assert sent["Content-Encoding"] == "gzip"
+    receiver.busy = 10
+    with pytest.raises(TraceExportError, match="HTTP 503"):
+        export_turns(turns, endpoint=receiver.url, retries=1, env={})
+
+
 def test_export_otel_command_exports_a_run(
     engine: sa.Engine, receiver: Receiver, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -323,7 +360,7 @@ async def test_sink_sends_each_normalised_attempt_live_when_an_endpoint_is_set(
         engine.dispose()
     received = receiver.spans()
     assert len(received) == 4
-    assert {s["trace_id"] for s in received} == {f"{trace_id('job-live', 1):032x}"}
+    assert {s["trace_id"] for s in received} == {trace_id("job-live", 1).hex()}
     (turn,) = [s for s in received if s["name"].startswith("invoke_agent")]
     assert turn["attributes"]["output.value"] == FINAL
 

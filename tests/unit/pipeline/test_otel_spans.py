@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from opentelemetry.trace import StatusCode
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from pydantic import ValidationError
 
 from pipeline.archive.traces import ToolCallRow, TurnRow
 from pipeline.otel import semconv as sc
 from pipeline.otel.export import traces_url
-from pipeline.otel.spans import span_id, trace_id, turn_spans
+from pipeline.otel.spans import MAX_ATTRIBUTE_CHARS, span_id, trace_id, turn_spans
 from pipeline.settings import Settings
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -22,9 +23,9 @@ def _call(message_id: str, **changes: object) -> ToolCallRow:
         "message_id": message_id,
         "name": "cubeSqlApi",
         "kind": "sql",
-        "input": {"sqlQuery": "SELECT 1"},
+        "input": '{"sqlQuery": "SELECT 1"}',
         "input_raw": None,
-        "result": {"data": [[1]]},
+        "result": '{"data": [[1]]}',
         "error": None,
         "payload_error": None,
         "complete": True,
@@ -61,29 +62,44 @@ def _turn(*calls: ToolCallRow, status: str = "completed") -> TurnRow:
     )
 
 
+def _attributes(span: Span) -> dict[str, object]:
+    return {a.key: getattr(a.value, a.value.WhichOneof("value")) for a in span.attributes}
+
+
 def test_ids_are_derived_from_job_attempt_and_message() -> None:
     assert trace_id("job-1", 1) == trace_id("job-1", 1) != trace_id("job-1", 2)
     assert span_id("job-1", 1, None) != span_id("job-1", 1, "t1") != span_id("job-1", 1, "t2")
-    assert 0 < trace_id("job-1", 1) < 2**128 and 0 < span_id("job-1", 1, "t1") < 2**64
+    assert len(trace_id("job-1", 1)) == 16 and len(span_id("job-1", 1, "t1")) == 8
+    assert any(trace_id("job-1", 1)) and any(span_id("job-1", 1, "t1"))
 
 
 def test_turn_spans_parent_tool_calls_under_the_turn() -> None:
     root, tool = turn_spans(_turn(_call("t1")))
-    assert root.context is not None and tool.context is not None and tool.parent is not None
-    assert tool.parent.span_id == root.context.span_id
-    assert tool.context.trace_id == root.context.trace_id == trace_id("job-1", 1)
-    assert root.attributes is not None and tool.attributes is not None
-    assert root.attributes[sc.GEN_AI_TIME_TO_FIRST_CHUNK] == 0.25
-    assert root.start_time == int(T0.timestamp()) * 10**9
-    assert tool.attributes[sc.GEN_AI_TOOL_NAME] == "cubeSqlApi"
-    assert tool.attributes[sc.DB_QUERY_TEXT] == "SELECT 1"
-    assert root.status.status_code is StatusCode.OK
+    assert tool.parent_span_id == root.span_id and not root.parent_span_id
+    assert tool.trace_id == root.trace_id == trace_id("job-1", 1)
+    root_attributes, tool_attributes = _attributes(root), _attributes(tool)
+    assert root_attributes[sc.GEN_AI_TIME_TO_FIRST_CHUNK] == 0.25
+    assert root_attributes[sc.ATTEMPT] == 1
+    assert root.start_time_unix_nano == int(T0.timestamp()) * 10**9
+    assert root.end_time_unix_nano == root.start_time_unix_nano + 3 * 10**9
+    assert tool_attributes[sc.GEN_AI_TOOL_NAME] == "cubeSqlApi"
+    assert tool_attributes[sc.DB_QUERY_TEXT] == "SELECT 1"
+    assert tool_attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] == '{"sqlQuery": "SELECT 1"}'
+    assert root.status.code == Status.STATUS_CODE_OK
+    assert (root.kind, tool.kind) == (Span.SPAN_KIND_CLIENT, Span.SPAN_KIND_INTERNAL)
+
+
+def test_a_long_text_attribute_is_cut_and_marked() -> None:
+    (root,) = turn_spans(dataclasses.replace(_turn(), answer="x" * (MAX_ATTRIBUTE_CHARS + 5)))
+    answer = _attributes(root)[sc.OUTPUT_VALUE]
+    assert isinstance(answer, str) and len(answer) == MAX_ATTRIBUTE_CHARS
+    assert answer.endswith("…")
 
 
 @pytest.mark.parametrize(
     ("changes", "error_type"),
     [
-        ({"error": {"message": "bad"}}, "tool_error"),
+        ({"error": '{"message": "bad"}'}, "tool_error"),
         ({"sql_error": "bad"}, "tool_error"),
         ({"payload_error": "invalid JSON"}, "payload_error"),
         ({"complete": False, "result": None}, "incomplete"),
@@ -91,13 +107,13 @@ def test_turn_spans_parent_tool_calls_under_the_turn() -> None:
 )
 def test_a_failed_tool_call_is_an_error_span(changes: dict[str, object], error_type: str) -> None:
     _, tool = turn_spans(_turn(_call("t1", **changes)))
-    assert tool.attributes is not None and tool.attributes[sc.ERROR_TYPE] == error_type
-    assert tool.status.status_code is StatusCode.ERROR
+    assert _attributes(tool)[sc.ERROR_TYPE] == error_type
+    assert tool.status.code == Status.STATUS_CODE_ERROR
 
 
 def test_a_failed_turn_is_an_error_span() -> None:
     (root,) = turn_spans(_turn(status="failed"))
-    assert root.status.status_code is StatusCode.ERROR and root.status.description == "boom"
+    assert root.status.code == Status.STATUS_CODE_ERROR and root.status.message == "boom"
 
 
 def test_traces_url_appends_the_otlp_path_and_refuses_non_http() -> None:
