@@ -19,14 +19,17 @@ as placeholder columns ``"__measure__"."<name>"``, or, when its ``sql`` names no
 aggregate function over a row-level expression: Cube's way to write a median or a percentile
 (``MEDIAN({CUBE}.arr_delay)``, ``QUANTILE_CONT({CUBE}.arr_delay, 0.9)``; Cube documentation,
 "Measures › type: number"). Its input is the aggregate's first argument; the aggregate itself is
-kept as a template over the placeholder column ``"__measure__"."__input__"``.
+kept as a template over the placeholder column ``"__measure__"."__input__"``. Any other
+expression of aggregates over row-level expressions (Cube runs a ``number`` measure's SQL as
+written: ``SUM({CUBE}.a * {CUBE}.b) / NULLIF(SUM({CUBE}.b), 0)``) becomes a formula over one
+hidden part per aggregate call, each part such an aggregate measure (:data:`PART_PREFIX`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -43,6 +46,8 @@ PHYSICAL_SCHEMA_NAME = "main"
 MEASURE_PLACEHOLDER = "__measure__"
 INPUT_PLACEHOLDER = "__input__"
 """Column (of table :data:`MEASURE_PLACEHOLDER`) standing for an aggregate measure's input."""
+PART_PREFIX = "__part__"
+"""Name prefix of the hidden aggregate parts of a ``number`` measure (never a Cube member)."""
 _REFERENCE = re.compile(r"\{\s*([A-Za-z_]\w*)(?:\.([A-Za-z_]\w*))?\s*\}")
 
 
@@ -69,6 +74,8 @@ class RenderedMeasure:
     input: RenderedSql | None
     formula: exp.Expr | None = None
     aggregate: exp.Expr | None = None
+    parts: Mapping[str, RenderedMeasure] = field(default_factory=dict)
+    """Hidden aggregate measures the formula names (module docstring), by part name."""
 
     @property
     def formula_measures(self) -> tuple[str, ...]:
@@ -104,11 +111,11 @@ def render_model(
         for cube in cubes.values()
         for d in cube.dimensions
     }
-    measures = {
-        (cube.name, m.name): renderer.measure(cube, m)
-        for cube in cubes.values()
-        for m in cube.measures
-    }
+    measures: dict[tuple[str, str], RenderedMeasure] = {}
+    for cube in cubes.values():
+        for m in cube.measures:
+            measure = measures[cube.name, m.name] = renderer.measure(cube, m)
+            measures.update({(cube.name, name): part for name, part in measure.parts.items()})
     joins = {
         (cube.name, join.name): renderer.join(cube, join.name, join.sql)
         for cube in cubes.values()
@@ -193,32 +200,67 @@ class _Renderer:
         return False
 
     def _aggregate_measure(self, cube: Cube, measure: Measure, text: str) -> RenderedMeasure:
-        """A ``number`` measure written as one aggregate over a row-level expression.
+        """A ``number`` measure written with aggregates over row-level expressions.
+
+        One aggregate call is the measure itself; an expression of several is a formula over
+        one hidden part per call (module docstring).
 
         Raises:
-            ModelError: ``text`` is not one aggregate function call whose first argument reads
-                columns, with no aggregate inside it, and whose other arguments read none.
+            ModelError: an aggregate call's first argument reads no column or holds another
+                aggregate, another argument reads a column, or a column is read outside any
+                aggregate.
         """
         rendered = self.render(cube.name, text, (), where=measure.name)
-        call = rendered.expression
-        argument = call.this if isinstance(call, exp.AggFunc) else None
-        others = [v for k, v in call.args.items() if k != "this"] if argument is not None else []
+        if isinstance(rendered.expression, exp.AggFunc):
+            return self._one_aggregate(cube, measure, rendered.expression, rendered.cubes)
+        formula = rendered.expression.copy()
+        calls = [
+            node
+            for node in formula.find_all(exp.AggFunc)
+            if not any(isinstance(p, exp.AggFunc) for p in _ancestors(node))
+        ]
+        parts: dict[str, RenderedMeasure] = {}
+        for index, call in enumerate(calls):
+            name = f"{PART_PREFIX}{measure.name}__{index}"
+            parts[name] = self._one_aggregate(cube, measure, call.copy(), rendered.cubes)
+            call.replace(exp.column(name, table=MEASURE_PLACEHOLDER, quoted=True))
+        if not calls or any(c.table != MEASURE_PLACEHOLDER for c in formula.find_all(exp.Column)):
+            raise self._error(
+                cube.name,
+                "a number measure is a formula over measures of its cube or aggregates over "
+                "row-level expressions (MEDIAN({CUBE}.x), SUM({CUBE}.a) / SUM({CUBE}.b)); "
+                "a column is read outside any aggregate",
+                measure.name,
+            )
+        return RenderedMeasure("number", None, formula, parts=MappingProxyType(parts))
+
+    def _one_aggregate(
+        self, cube: Cube, measure: Measure, call: exp.AggFunc, cubes: frozenset[str]
+    ) -> RenderedMeasure:
+        argument = call.this
+        if isinstance(call, exp.Count) and (argument is None or isinstance(argument, exp.Star)):
+            return RenderedMeasure("count", None)  # COUNT(*): the rows
+        if isinstance(call, exp.Count) and isinstance(argument, exp.Distinct):
+            (counted,) = argument.expressions or [None]
+            if isinstance(counted, exp.Expr) and counted.find(exp.AggFunc) is None:
+                return RenderedMeasure("count_distinct", RenderedSql(counted, cubes))
+        others = [v for k, v in call.args.items() if k != "this"]
         if (
             not isinstance(argument, exp.Expr)
-            or isinstance(argument, exp.Distinct)  # COUNT(DISTINCT x): type count_distinct
+            or isinstance(argument, exp.Distinct)
             or argument.find(exp.Column) is None
             or argument.find(exp.AggFunc) is not None
             or any(isinstance(o, exp.Expr) and o.find(exp.Column) for o in others)
         ):
             raise self._error(
                 cube.name,
-                "a number measure is a formula over measures of its cube or one aggregate "
-                "function over a row-level expression (MEDIAN({CUBE}.x))",
+                f"{call.sql(dialect='duckdb')} is not an aggregate function over a row-level "
+                "expression (MEDIAN({CUBE}.x), COUNT(*), COUNT(DISTINCT {CUBE}.x))",
                 measure.name,
             )
         template = call.copy()
         template.set("this", exp.column(INPUT_PLACEHOLDER, table=MEASURE_PLACEHOLDER, quoted=True))
-        return RenderedMeasure("number", RenderedSql(argument, rendered.cubes), aggregate=template)
+        return RenderedMeasure("number", RenderedSql(argument, cubes), aggregate=template)
 
     def join(self, cube: Cube, target: str, text: str) -> RenderedSql:
         if target not in self._cubes:
@@ -323,6 +365,14 @@ def _check_view(view: ResolvedView, rendered: RenderedModel, file: str) -> None:
                 file=file,
                 path=f"views.{view.name}",
             )
+
+
+def _ancestors(node: exp.Expr) -> list[exp.Expr]:
+    parents = []
+    while node.parent is not None:
+        node = node.parent
+        parents.append(node)
+    return parents
 
 
 def _quoted(name: str) -> str:
