@@ -1,7 +1,8 @@
 # chatscribe: one set of commands for people and CI (.ci/run runs `make test`).
 #
 #   make test             venv + real Kafka and PostgreSQL (ops/services.sh up) + headless
-#                         Chromium for the embed page test (ops/chromium.sh), then pytest
+#                         Chromium for the embed page test (ops/chromium.sh), then pytest in two
+#                         processes: the integration tests in order in one, the unit tests beside
 #   make check            ruff format --check, ruff check, mypy, then `make test`
 #   make demo             venv + services, then `chatscribe demo examples/questions.yaml`
 #   make console          the web console over the archive at http://127.0.0.1:8500/
@@ -55,8 +56,10 @@ demo: venv services-up
 console: venv services-up
 	$(VENV)/bin/chatscribe console
 
+# pytest-xdist: the integration tests form one group (tests/conftest.py), run in order by one
+# process while the other takes the unit tests; one process (-n 0) when PYTEST_ARGS names tests.
 test: venv services-up chromium
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(if $(PYTEST_ARGS),0,2) --dist loadgroup $(PYTEST_ARGS)
 
 chaos: venv services-up
 	$(VENV)/bin/pytest -m chaos $(PYTEST_ARGS)
