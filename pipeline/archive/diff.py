@@ -44,6 +44,7 @@ class JobSnapshot:
     answer: str | None
     answer_source: str | None
     queries: tuple[dict[str, Any], ...] = ()
+    chat_id: str | None = None
 
     @property
     def sql(self) -> tuple[str, ...]:
@@ -194,7 +195,7 @@ def diff_runs(
 
 
 _SNAPSHOTS = """
-SELECT j.job_id, j.question, j.identity, j.persona, j.status,
+SELECT j.job_id, j.question, j.identity, j.persona, j.status, j.chat_id,
        a.content AS answer, a.source AS answer_source, coalesce(q.queries, '[]') AS queries
 FROM jobs j
 LEFT JOIN answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
@@ -238,6 +239,7 @@ def load_run(bind: sa.Engine | sa.Connection, *, run_id: str) -> list[JobSnapsho
             answer=r.answer,
             answer_source=r.answer_source,
             queries=tuple(r.queries if isinstance(r.queries, list) else json.loads(r.queries)),
+            chat_id=r.chat_id,
         )
         for r in rows
     ]

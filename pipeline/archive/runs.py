@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
 from pipeline.archive.engine import translate_errors
 
@@ -122,6 +122,24 @@ def read_run(engine: Engine, *, run_id: str) -> RunInfo | None:
     with engine.connect() as connection:
         row = connection.execute(query, {"run_id": run_id}).one_or_none()
     return RunInfo(**row._asdict()) if row is not None else None
+
+
+def run_sources(bind: Engine | Connection, *, run_ids: Sequence[str]) -> dict[str, str | None]:
+    """Returns: ``run_id → its questions file's path`` for the recorded runs.
+
+    A rerun (``chatscribe rerun``) gives the file of the run it asked again; None when neither
+    recorded one.
+    """
+    query = text(
+        "SELECT r.run_id, coalesce(r.source_file, o.source_file) AS source_file FROM runs r"
+        " LEFT JOIN runs o ON o.run_id = r.rerun_of WHERE r.run_id = ANY(:ids)"
+    )
+    if isinstance(bind, Connection):
+        rows = bind.execute(query, {"ids": list(run_ids)}).all()
+    else:
+        with bind.connect() as connection:
+            rows = connection.execute(query, {"ids": list(run_ids)}).all()
+    return {row.run_id: row.source_file for row in rows}
 
 
 def record_run(

@@ -202,6 +202,15 @@ def batch(
     target_max_concurrency: TargetConcurrency = None,
     target_requests_per_minute: TargetRequestsPerMinute = None,
     max_jobs: MaxJobs = None,
+    repeat: Annotated[
+        int | None,
+        typer.Option(
+            "--repeat",
+            min=1,
+            help="Ask each (question, persona) N times (default: the file's repeat, or 1);"
+            " the report gives pass rates, pass^N and flaky cases.",
+        ),
+    ] = None,
 ) -> None:
     """Submit a questions file as a run, wait for it, print the report. Exit 1 if a job failed.
 
@@ -228,6 +237,7 @@ def batch(
                 limits=run_limits,
                 target_limits=agent_limits,
                 max_jobs=max_jobs,
+                repeat=repeat,
             )
         )
         err.print(
@@ -247,6 +257,7 @@ def batch(
             limits=run_limits,
             target_limits=agent_limits,
             max_jobs=max_jobs,
+            repeat=repeat,
         )
     )
     _print_outcome(outcome, json_output=json_output, questions=file)
@@ -335,19 +346,20 @@ def console(
 
 def _print_outcome(outcome: object, *, json_output: bool, questions: Path | None = None) -> None:
     from pipeline.reports.run_report import render_json, render_table, summary
-    from pipeline.runs.accuracy import accuracy_line, run_accuracy
+    from pipeline.runs.accuracy import run_scores_of
     from pipeline.runs.runner import RunOutcome
 
     assert isinstance(outcome, RunOutcome)
-    scores = run_accuracy(Settings(), outcome.run_id, questions) if questions else {}
+    scores = run_scores_of(Settings(), outcome.run_id, questions) if questions else None
     if json_output:
         print(render_json(outcome.results))
     else:
         console = Console(width=max(Console().width, 160))
-        render_table(console, outcome.results, title=f"run {outcome.run_id}", accuracy=scores)
+        exact = scores.exact if scores is not None else {}
+        render_table(console, outcome.results, title=f"run {outcome.run_id}", accuracy=exact)
         console.print(summary(outcome.results))
-        if scores:
-            console.print(accuracy_line(scores))
+        for line in scores.lines() if scores is not None else ():
+            console.print(line, markup=False)
         console.print(outcome.footer())
     failed = [r for r in outcome.results if r.status != "completed"]
     if failed or not outcome.finished:

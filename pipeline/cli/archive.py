@@ -5,7 +5,8 @@ Commands (registered in :mod:`pipeline.cli.app`)::
     chatscribe replay JOB_ID [--attempt N] [--sorted] [--output FILE]   the NDJSON as received
     chatscribe replay serve [--host] [--port] [--speed X] [--run RUN_ID]   Chat API replaying it
     chatscribe rerun RUN_ID [--chat-url URL] [--json]    ask a past run again as a new run
-    chatscribe diff RUN_A RUN_B [--json] [--rel-tol X]   exit 1 when results regressed
+    chatscribe diff RUN_A RUN_B [--json] [--rel-tol X] [--questions FILE]
+                                                         exit 1 when results regressed
     chatscribe audit [--since] [--until] [--user] [--view] [--format csv|json|html] [--output]
     chatscribe verify [--run RUN_ID | --job JOB_ID]      exit 1 when a row changed
     chatscribe retention apply --policy FILE [--now ISO]
@@ -21,13 +22,16 @@ import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from pipeline.archive.diff import JobSnapshot
 
 archive_app = typer.Typer(no_args_is_help=True, help="Replay, compare and audit the archive.")
 retention_app = typer.Typer(no_args_is_help=True, help="Retention and redaction of content.")
@@ -121,10 +125,23 @@ def diff(
     run_b: Annotated[str, typer.Argument(help="The run to compare with it.")],
     json_output: Annotated[bool, typer.Option("--json", help="JSON document.")] = False,
     rel_tol: Annotated[float, typer.Option(help="Relative tolerance for numbers.")] = 1e-6,
+    questions: Annotated[
+        Path | None,
+        typer.Option(
+            "--questions",
+            dir_okay=False,
+            help="Expected results for repeated runs (default: run B's, else run A's file).",
+        ),
+    ] = None,
 ) -> None:
-    """Compare two runs per (question, identity); exit 1 when results regressed."""
+    """Compare two runs per (question, identity); exit 1 when results regressed.
+
+    When either run asked a case more than once and a questions file gives expected results,
+    the runs are compared by each case's pass rate instead; exit 1 when one fell.
+    """
     from pipeline.archive.diff import diff_runs, load_run
     from pipeline.archive.engine import create_engine
+    from pipeline.archive.runs import read_run
     from pipeline.errors import RunNotFoundError
     from pipeline.reports.diff_report import render_diff
 
@@ -133,10 +150,16 @@ def diff(
     try:
         a = load_run(engine, run_id=run_a)
         b = load_run(engine, run_id=run_b)
+        if questions is None:
+            recorded = [read_run(engine, run_id=r) for r in (run_b, run_a)]
+            files = [r.source_file for r in recorded if r is not None and r.source_file]
+            questions = Path(files[0]) if files else None
     except RunNotFoundError as exc:
         raise _fail(str(exc)) from exc
     finally:
         engine.dispose()
+    if questions is not None and _diff_pass_rates(run_a, a, run_b, b, questions, json_output):
+        return
     result = diff_runs(run_a, a, run_b, b, rel_tol=rel_tol)
     if json_output:
         print(json.dumps(result.to_json(), ensure_ascii=False, indent=1, default=str))
@@ -144,6 +167,51 @@ def diff(
         render_diff(Console(width=max(Console().width, 140)), result)
     if result.regressed:
         raise typer.Exit(1)
+
+
+def _diff_pass_rates(
+    run_a: str,
+    a: list[JobSnapshot],
+    run_b: str,
+    b: list[JobSnapshot],
+    questions: Path,
+    json_output: bool,
+) -> bool:
+    """Prints the pass-rate comparison of repeated runs; False when it does not apply.
+
+    Raises:
+        typer.Exit: 1 when a case's pass rate fell.
+    """
+    from pipeline.errors import QuestionsFileError
+    from pipeline.reports.diff_report import render_pass_rates
+    from pipeline.runs.accuracy import expectations_of, repeated_pass_rates
+    from pipeline.runs.batch import load_questions
+
+    if all(len({(j.question, j.persona) for j in jobs}) == len(jobs) for jobs in (a, b)):
+        return False
+    try:
+        expectations = expectations_of(load_questions(questions))
+    except QuestionsFileError as exc:
+        err.print(f"[dim]pass rates not compared: {exc}[/]")
+        return False
+    changes = repeated_pass_rates(a, b, expectations)
+    if changes is None:
+        return False
+    regressed = any(change.regressed for change in changes)
+    if json_output:
+        document = {
+            "run_a": run_a,
+            "run_b": run_b,
+            "by": "pass_rate",
+            "regressed": regressed,
+            "cases": [change.to_json() for change in changes],
+        }
+        print(json.dumps(document, ensure_ascii=False, indent=1))
+    else:
+        render_pass_rates(Console(width=max(Console().width, 140)), run_a, run_b, changes)
+    if regressed:
+        raise typer.Exit(1)
+    return True
 
 
 @archive_app.command()
@@ -159,6 +227,7 @@ def audit(
     from pipeline.archive.audit import AuditFilter, read_entries
     from pipeline.archive.engine import create_engine
     from pipeline.reports.audit_formats import to_csv, to_html, to_json
+    from pipeline.runs.accuracy import job_scores
 
     settings = Settings()
     flt = AuditFilter(since=_when(since), until=_when(until), user=user, view=view)
@@ -166,12 +235,13 @@ def audit(
     try:
         with engine.connect() as conn:
             entries = read_entries(conn, flt=flt)
+            scores = job_scores(conn, [e.run_id for e in entries]) if fmt != "html" else {}
     finally:
         engine.dispose()
     if fmt == "csv":
-        text = to_csv(entries)
+        text = to_csv(entries, scores)
     elif fmt == "json":
-        text = to_json(entries, flt)
+        text = to_json(entries, flt, scores)
     else:
         text = to_html(entries, flt)
     if output is None:

@@ -6,7 +6,9 @@ Commands::
     chatscribe runs wait RUN_ID [--timeout S] [--json] wait until every job finished, then report
 
 Both read PostgreSQL only (:mod:`pipeline.archive.runs`), so they work from any machine that reaches
-the archive, for runs submitted with ``chatscribe batch --detach`` or by another process.
+the archive, for runs submitted with ``chatscribe batch --detach`` or by another process; ``show``
+also reads a finished run's questions file, when it is still where it was recorded, for the
+scores of :mod:`pipeline.runs.scores`.
 Exit status of ``wait`` (like ``batch``): 0 when every job completed, 1 when a job did not
 complete or the wait timed out; both commands exit 2 for a run id the archive does not know.
 """
@@ -15,12 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated, NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 
 from pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from pipeline.runs.scores import RunScores
 
 runs_app = typer.Typer(no_args_is_help=True, help="Runs recorded in the archive.")
 err = Console(stderr=True)
@@ -47,12 +53,14 @@ def show(run_id: RunId, json_output: JsonOutput = False) -> None:
         throttling = run_throttling(engine, run_id=run_id)
     finally:
         engine.dispose()
+    scores = _scores(settings, run_id, run.source_file) if progress.done else None
     if json_output:
         jobs = [r.to_json() for r in results]
         document = {
             "run": run.to_json(),
             "progress": progress.to_json(),
             "throttled": throttling.to_json(),
+            "scores": scores.to_json() if scores is not None and scores.exact else None,
             "jobs": jobs,
         }
         print(json.dumps(document, ensure_ascii=False))
@@ -60,7 +68,8 @@ def show(run_id: RunId, json_output: JsonOutput = False) -> None:
     from pipeline.reports.run_report import render_table, summary, throttling_line
 
     console = Console(width=max(Console().width, 160))
-    render_table(console, results, title=f"run {run_id} ({run.name or 'unnamed'})")
+    exact = scores.exact if scores is not None else None
+    render_table(console, results, title=f"run {run_id} ({run.name or 'unnamed'})", accuracy=exact)
     statuses = " ".join(f"{k}={v}" for k, v in sorted(progress.by_status.items()))
     console.print(
         f"{progress.finished} of {run.job_count} jobs finished"
@@ -68,7 +77,23 @@ def show(run_id: RunId, json_output: JsonOutput = False) -> None:
     )
     if results:
         console.print(summary(results))
+    for line in scores.lines() if scores is not None else ():
+        console.print(line, markup=False)
     console.print(throttling_line(throttling))
+
+
+def _scores(settings: Settings, run_id: str, source_file: str | None) -> RunScores | None:
+    """Returns: the finished run's scores against its questions file; None without one."""
+    from pipeline.errors import QuestionsFileError, RunNotFoundError
+    from pipeline.runs.accuracy import run_scores_of
+
+    if not source_file:
+        return None
+    try:
+        return run_scores_of(settings, run_id, Path(source_file))
+    except (QuestionsFileError, RunNotFoundError) as exc:
+        err.print(f"[dim]no scores: {exc}[/]")
+        return None
 
 
 @runs_app.command("wait")

@@ -38,8 +38,9 @@ from pipeline.console import params, views
 from pipeline.console.security import SECURITY_HEADERS
 from pipeline.errors import QuestionsFileError, ReplayError, RunNotFoundError
 from pipeline.reports.audit_formats import to_csv, to_json
-from pipeline.runs.accuracy import expectations_of, score
+from pipeline.runs.accuracy import expectations_of, job_scores, score_run
 from pipeline.runs.batch import load_questions
+from pipeline.runs.scores import RunScores
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +56,8 @@ class ConsolePages:
         self._engine = engine
         self._schema = schema
         self._templates = templates
-        self._scores: dict[str, str | None] = {}
-        """Execution accuracy of finished runs, computed once per run and process."""
+        self._scores: dict[str, RunScores | None] = {}
+        """Scores of finished runs (execution accuracy first), computed once per run and process."""
 
     @contextmanager
     def _conn(self) -> Iterator[Connection]:
@@ -87,19 +88,19 @@ class ConsolePages:
         running = any(r.running for r in runs)
         return self._page("runs.html", title="Runs", rows=rows, running=running)
 
-    def _accuracy(self, conn: Connection, run_id: str, source: str | None) -> str | None:
+    def _accuracy(self, conn: Connection, run_id: str, source: str | None) -> RunScores | None:
         if run_id not in self._scores:
             self._scores[run_id] = self._score(conn, run_id, source)
         return self._scores[run_id]
 
-    def _score(self, conn: Connection, run_id: str, source: str | None) -> str | None:
+    def _score(self, conn: Connection, run_id: str, source: str | None) -> RunScores | None:
         if not source or not Path(source).is_file():
             return None
         try:
             expectations = expectations_of(load_questions(Path(source)))
             if not expectations:
                 return None
-            return views.accuracy_text(score(load_run(conn, run_id=run_id), expectations))
+            return score_run(load_run(conn, run_id=run_id), expectations)
         except (QuestionsFileError, RunNotFoundError, OSError) as exc:
             logger.info("no accuracy run_id=%s source=%s error=%s", run_id, source, exc)
             return None
@@ -129,7 +130,7 @@ class ConsolePages:
                 limit=PAGE_SIZE,
             )
             facets = queries.run_facets(conn, run_id=run_id)
-            accuracy = (
+            scores = (
                 None if found[0].running else self._accuracy(conn, run_id, found[0].source_file)
             )
         return self._page(
@@ -142,7 +143,8 @@ class ConsolePages:
             sort=sort,
             desc=args.get("desc") == "1",
             facets=facets,
-            accuracy=accuracy,
+            accuracy=views.accuracy_text(scores.exact) if scores is not None else None,
+            score_lines=scores.lines()[1:] if scores is not None else [],
             query=dict(args),
         )
 
@@ -208,7 +210,8 @@ class ConsolePages:
             return self._audit_page(flt, dict(args), offset=offset)
         with self._conn() as conn:
             entries = read_entries(conn, flt=flt)
-        text = to_csv(entries) if fmt == "csv" else to_json(entries, flt)
+            scores = job_scores(conn, [e.run_id for e in entries])
+        text = to_csv(entries, scores) if fmt == "csv" else to_json(entries, flt, scores)
         headers = {**SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="audit.{fmt}"'}
         media = "text/csv" if fmt == "csv" else "application/json"
         return Response(text, media_type=f"{media}; charset=utf-8", headers=headers)

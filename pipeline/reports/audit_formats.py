@@ -4,6 +4,9 @@
   cell that a spreadsheet would read as a formula (first character ``=``, ``+``, ``-``, ``@``,
   tab or carriage return) gets a leading ``'`` (OWASP, "CSV Injection": :func:`csv_cell`).
 * JSON: ``{"generated_at", "filter", "summary", "entries": [...]}``.
+* Scores: given ``job_id → scores`` (:func:`pipeline.runs.accuracy.job_scores`), a CSV row
+  carries ``matched``, ``partial_credit``, ``case_runs``, ``case_pass_rate`` and ``flaky`` (empty
+  for a job without an expected result), a JSON entry a ``score`` object (or null).
 * HTML: one self-contained page a non-engineer can read: a summary, then one card per
   question (who asked, when, as which identity, the answer, which data it used, how many rows,
   problems). Charts are drawn from each query's ``vegaSpec`` with its returned rows by
@@ -20,13 +23,15 @@ import html
 import io
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from models.rendering import chart_spec, format_cell, markdown_html
 from pipeline.archive.audit import AuditEntry, AuditFilter
+from pipeline.runs.scores import JobScore
 
 STATIC_DIR: Final = Path(__file__).resolve().parents[2] / "chat_api" / "static"
 VEGA_SCRIPTS: Final = ("vega.min.js", "vega-lite.min.js", "vega-embed.min.js")
@@ -61,6 +66,11 @@ CSV_COLUMNS: Final = [
     "tool_errors",
     "stream_errors",
     "error",
+    "matched",
+    "partial_credit",
+    "case_runs",
+    "case_pass_rate",
+    "flaky",
 ]
 
 
@@ -102,13 +112,20 @@ def csv_cell(value: Any) -> Any:
     return value
 
 
-def to_csv(entries: Sequence[AuditEntry]) -> str:
-    """Returns: the CSV text (header row first; cells through :func:`csv_cell`)."""
+def to_csv(entries: Sequence[AuditEntry], scores: Mapping[str, JobScore] | None = None) -> str:
+    """Returns: the CSV text (header row first; cells through :func:`csv_cell`).
+
+    Args:
+        entries: The audit entries.
+        scores: ``job_id → scores`` of the scored jobs (module docstring); None: none.
+    """
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n", restval="")
     writer.writeheader()
     for entry in entries:
-        writer.writerow({k: csv_cell(v) for k, v in _flat(entry).items()})
+        score = (scores or {}).get(entry.job_id)
+        row = {**_flat(entry), **(asdict(score) if score is not None else {})}
+        writer.writerow({k: csv_cell(v) for k, v in row.items()})
     return out.getvalue()
 
 
@@ -127,14 +144,25 @@ def summary(entries: Sequence[AuditEntry]) -> dict[str, Any]:
     }
 
 
-def to_json(entries: Sequence[AuditEntry], flt: AuditFilter) -> str:
-    """Returns: the JSON document (module docstring)."""
+def to_json(
+    entries: Sequence[AuditEntry],
+    flt: AuditFilter,
+    scores: Mapping[str, JobScore] | None = None,
+) -> str:
+    """Returns: the JSON document (module docstring); ``scores`` as for :func:`to_csv`."""
+    found = scores or {}
     doc = {
         "generated_at": datetime.now(UTC).isoformat(),
         "filter": {k: str(v) if v is not None else None for k, v in vars(flt).items()},
         "summary": summary(entries),
         "entries": [
-            {**vars(e), "views": e.views, "members": e.members, "rows_returned": e.rows_returned}
+            {
+                **vars(e),
+                "views": e.views,
+                "members": e.members,
+                "rows_returned": e.rows_returned,
+                "score": asdict(found[e.job_id]) if e.job_id in found else None,
+            }
             for e in entries
         ],
     }

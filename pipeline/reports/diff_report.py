@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from pipeline.archive.diff import CaseDiff, RunDiff
+from pipeline.runs.scores import PassRateChange
 
 _TEXT_CHARS = 160
 _ROWS_SHOWN = 5
@@ -65,3 +67,31 @@ def _side(side: dict[str, Any] | None) -> str:
         f"{side.get('status')} · {answer}\n[cyan]{sql}[/]\n"
         f"rows {shown} (total {side.get('total_rows')})"
     )
+
+
+def render_pass_rates(
+    console: Console, run_a: str, run_b: str, changes: Sequence[PassRateChange]
+) -> None:
+    """Prints the repeated runs' comparison: a verdict line and each case's pass rates."""
+    regressed = sum(change.regressed for change in changes)
+    verdict = f"[red]{regressed} pass rate(s) fell[/]" if regressed else "[green]no regression[/]"
+    console.print(f"diff {run_a} → {run_b} by pass rate over repeated runs: {verdict}")
+    table = Table(expand=True)
+    for column in ("question", "persona", "run A", "run B", ""):
+        table.add_column(column)
+    for change in changes:
+        table.add_row(
+            change.question,
+            change.persona or "-",
+            _rate(change.a),
+            _rate(change.b),
+            "[red]REGRESSED[/]" if change.regressed else "",
+        )
+    console.print(table)
+
+
+def _rate(value: tuple[int, int] | None) -> str:
+    if value is None:
+        return "-"
+    right, runs = value
+    return f"{right}/{runs} ({100 * right / runs:.0f}%)"

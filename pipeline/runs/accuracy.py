@@ -15,19 +15,39 @@ A job *matches* when its result (the last SQL query that returned rows) equals t
 under :func:`pipeline.transcript.result_compare.results_match`: column order free, row order only
 when
 ``ordered`` (default: when the job's SQL orders), numbers within ``rel_tol``. Execution accuracy
-is the share of jobs with an expectation that match (the text-to-SQL metric).
+is the share of jobs with an expectation that match (the text-to-SQL metric). Partial credit
+(:func:`partial_score`), repeated cases and threads: :mod:`pipeline.runs.scores`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from pipeline.archive.console_queries import Connection
 from pipeline.archive.diff import JobSnapshot, load_run
-from pipeline.archive.engine import create_engine
+from pipeline.archive.engine import ArchiveEngine, create_engine
+from pipeline.archive.runs import run_sources
+from pipeline.errors import QuestionsFileError
 from pipeline.runs.batch import QuestionsFile, load_questions
+from pipeline.runs.scores import (
+    JobScore,
+    PassRateChange,
+    RunScores,
+    compare_pass_rates,
+    run_scores,
+)
 from pipeline.settings import Settings
-from pipeline.transcript.result_compare import ExpectedResult, Result, normal_rows, results_match
+from pipeline.transcript.result_compare import (
+    ExpectedResult,
+    Result,
+    normal_rows,
+    results_match,
+    soft_f1,
+)
+
+logger = logging.getLogger(__name__)
 
 ANY_PERSONA = "*"
 
@@ -51,6 +71,18 @@ def matches(job: JobSnapshot, expected: ExpectedResult) -> bool:
     return results_match(Result(got.rows, got.total_rows, ordered), want, rel_tol=expected.rel_tol)
 
 
+def partial_score(job: JobSnapshot, expected: ExpectedResult) -> float:
+    """Returns: the job's soft F1 over result cells against the expected rows, in [0, 1].
+
+    :func:`pipeline.transcript.result_compare.soft_f1`; 0.0 when the job has no result.
+    """
+    got = job.result()
+    if got is None:
+        return 0.0
+    want = Result(rows=normal_rows(expected.rows), total_rows=expected.total_rows)
+    return soft_f1(got, want, rel_tol=expected.rel_tol)
+
+
 def score(
     jobs: Sequence[JobSnapshot],
     expectations: Mapping[tuple[str, str | None], ExpectedResult],
@@ -70,6 +102,50 @@ def score(
         if expected is not None:
             out[job.job_id] = matches(job, expected)
     return out
+
+
+def score_run(
+    jobs: Sequence[JobSnapshot],
+    expectations: Mapping[tuple[str, str | None], ExpectedResult],
+) -> RunScores:
+    """Scores a run every way: exact match, partial credit, repeated cases, threads.
+
+    Args:
+        jobs: The run's jobs in submission order (:func:`pipeline.archive.diff.load_run`).
+        expectations: ``(question, persona) → expected result``.
+
+    Returns:
+        The run's scores (:class:`pipeline.runs.scores.RunScores`).
+    """
+    exact = score(jobs, expectations)
+    partial = {
+        job.job_id: partial_score(job, expectations[(job.question, job.persona)])
+        for job in jobs
+        if job.job_id in exact
+    }
+    return run_scores(jobs, exact, partial)
+
+
+def repeated_pass_rates(
+    jobs_a: Sequence[JobSnapshot],
+    jobs_b: Sequence[JobSnapshot],
+    expectations: Mapping[tuple[str, str | None], ExpectedResult],
+) -> tuple[PassRateChange, ...] | None:
+    """Compares two runs by pass rate per case, when either was repeated.
+
+    Args:
+        jobs_a: Run A's jobs in submission order.
+        jobs_b: Run B's jobs in submission order.
+        expectations: ``(question, persona) → expected result``.
+
+    Returns:
+        One change per case (:func:`pipeline.runs.scores.compare_pass_rates`); None when
+        neither run asked a case more than once or nothing was scored.
+    """
+    a, b = score_run(jobs_a, expectations), score_run(jobs_b, expectations)
+    if not (a.repeated or b.repeated) or not (a.exact or b.exact):
+        return None
+    return compare_pass_rates(a, b)
 
 
 def accuracy_line(scores: Mapping[str, bool]) -> str:
@@ -111,3 +187,49 @@ def run_accuracy(settings: Settings, run_id: str, path: Path) -> dict[str, bool]
     finally:
         engine.dispose()
     return score(jobs, expectations)
+
+
+def run_scores_of(settings: Settings, run_id: str, path: Path) -> RunScores:
+    """Scores an archived run every way (:func:`score_run`) against its questions file.
+
+    Returns:
+        The run's scores; no scored job when the file expects nothing.
+
+    Raises:
+        QuestionsFileError: The file is invalid.
+        RunNotFoundError: The run has no jobs.
+    """
+    expectations = expectations_of(load_questions(path))
+    if not expectations:
+        return run_scores((), {}, {})
+    engine = create_engine(settings)
+    try:
+        jobs = load_run(engine, run_id=run_id)
+    finally:
+        engine.dispose()
+    return score_run(jobs, expectations)
+
+
+def job_scores(bind: ArchiveEngine | Connection, run_ids: Sequence[str]) -> dict[str, JobScore]:
+    """Scores the jobs of runs whose questions file is still where it was recorded.
+
+    A run without a recorded file, whose file is gone or invalid, or whose file expects
+    nothing, gives no scores (logged at INFO).
+
+    Args:
+        bind: The archive's engine or one of its connections.
+        run_ids: The runs (each scored once).
+
+    Returns:
+        ``job_id → scores`` (:meth:`pipeline.runs.scores.RunScores.per_job`).
+    """
+    out: dict[str, JobScore] = {}
+    for run_id, source in run_sources(bind, run_ids=sorted(set(run_ids))).items():
+        try:
+            expectations = expectations_of(load_questions(Path(source))) if source else {}
+        except QuestionsFileError as exc:
+            logger.info("run not scored run_id=%s source=%s error=%s", run_id, source, exc)
+            continue
+        if expectations:
+            out.update(score_run(load_run(bind, run_id=run_id), expectations).per_job())
+    return out

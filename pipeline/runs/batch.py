@@ -6,6 +6,7 @@ each asked as one or more personas::
     name: regression                    # optional run name
     chatUrl: http://...                 # optional; default: CHATSCRIBE_CHAT_URL
     deadlineS: 120                      # optional per-job deadline in seconds
+    repeat: 5                           # optional: ask each (question, persona) 5 times
     limits:                             # optional, this run across every worker
       maxConcurrency: 20                #   streams at once
       requestsPerMinute: 600            #   chat calls started per minute
@@ -22,7 +23,9 @@ each asked as one or more personas::
         personas: [analyst]            # omitted: every persona
       - text: Average arrival delay by carrier
 
-Each (question, persona) pair becomes one :class:`models.records.ChatJob`; the limits travel
+Each (question, persona) pair becomes one :class:`models.records.ChatJob` (``repeat`` of them,
+one per round, when the file or ``chatscribe batch --repeat N`` repeats the run; scores of
+repeated cases: :mod:`pipeline.runs.scores`); the limits travel
 on every job (``limits``, ``target_limits``) and the workers enforce them together
 (:mod:`pipeline.worker.admission`).
 
@@ -121,6 +124,8 @@ class QuestionsFile(BaseModel):
     name: str | None = None
     chat_url: str | None = Field(default=None, alias="chatUrl", pattern=r"^https?://")
     deadline_s: float | None = Field(default=None, alias="deadlineS", gt=0)
+    repeat: int = Field(default=1, ge=1)
+    """How many times each (question, persona) is asked."""
     limits: LimitsSpec | None = None
     target_limits: LimitsSpec | None = Field(default=None, alias="targetLimits")
     personas: tuple[Persona, ...] = Field(min_length=1)
@@ -241,10 +246,14 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def count_jobs(questions: QuestionsFile) -> int:
-    """Returns: how many jobs :func:`expand_jobs` makes of ``questions`` (without making them)."""
+def count_jobs(questions: QuestionsFile, *, repeat: int | None = None) -> int:
+    """Returns: how many jobs :func:`expand_jobs` makes of ``questions`` (without making them).
+
+    ``repeat`` overrides the file's ``repeat``, as in :func:`expand_jobs`.
+    """
     everyone = len(questions.personas)
-    return sum(len(q.personas) if q.personas is not None else everyone for q in questions.questions)
+    once = sum(len(q.personas) if q.personas is not None else everyone for q in questions.questions)
+    return once * (repeat or questions.repeat)
 
 
 def _first_errors(exc: ValidationError, limit: int = 3) -> str:
@@ -262,8 +271,11 @@ def expand_jobs(
     target_limits: RateLimits | None = None,
     max_jobs: int = DEFAULT_RUN_MAX_JOBS,
     path: Path | None = None,
+    repeat: int | None = None,
 ) -> list[ChatJob]:
     """Turns a questions file into jobs, in file order (question major, persona minor).
+
+    A repeated file gives one round of every job per repeat, round after round.
 
     Args:
         questions: The validated file.
@@ -276,14 +288,22 @@ def expand_jobs(
             file's ``targetLimits``.
         max_jobs: Most jobs the file may expand to (``CHATSCRIBE_RUN_MAX_JOBS``).
         path: The file, named in errors.
+        repeat: Rounds (``chatscribe batch --repeat``); None: the file's ``repeat`` (1 when
+            it gives none).
 
     Returns:
-        One job per (question, persona), each with a fresh UUID job id.
+        One job per (question, persona) and round, each with a fresh UUID job id.
 
     Raises:
-        QuestionsFileError: The file expands to more than ``max_jobs`` jobs (none is built).
+        QuestionsFileError: The file expands to more than ``max_jobs`` jobs, or ``repeat`` is
+            below 1 (none is built).
     """
-    count = count_jobs(questions)
+    if repeat is not None and repeat < 1:
+        raise QuestionsFileError(
+            f"repeat must be at least 1, got {repeat}",
+            path=path or Path(questions.name or "questions file"),
+        )
+    count = count_jobs(questions, repeat=repeat)
     if count > max_jobs:
         raise QuestionsFileError(
             f"expands to {count} jobs, more than the per-run limit of {max_jobs}"
@@ -294,25 +314,25 @@ def expand_jobs(
     run_limits = merge_limits(_file_limits(questions.limits), limits)
     agent_limits = merge_limits(_file_limits(questions.target_limits), target_limits)
     jobs = []
-    for question in questions.questions:
-        for name in question.personas or tuple(by_name):
-            persona = by_name[name]
-            jobs.append(
-                ChatJob(
-                    job_id=str(uuid.uuid4()),
-                    run_id=run_id,
-                    question=question.text,
-                    persona=persona.name,
-                    session_settings=persona.session_settings,
-                    chat_url=persona.chat_url or questions.chat_url or chat_url,
-                    active_branch_name=question.active_branch_name,
-                    is_default_branch=question.is_default_branch,
-                    deadline_s=questions.deadline_s,
-                    limits=run_limits,
-                    target_limits=agent_limits,
-                    api_key=api_key,
-                )
+    cases = [(q, name) for q in questions.questions for name in q.personas or tuple(by_name)]
+    for question, name in cases * (repeat or questions.repeat):
+        persona = by_name[name]
+        jobs.append(
+            ChatJob(
+                job_id=str(uuid.uuid4()),
+                run_id=run_id,
+                question=question.text,
+                persona=persona.name,
+                session_settings=persona.session_settings,
+                chat_url=persona.chat_url or questions.chat_url or chat_url,
+                active_branch_name=question.active_branch_name,
+                is_default_branch=question.is_default_branch,
+                deadline_s=questions.deadline_s,
+                limits=run_limits,
+                target_limits=agent_limits,
+                api_key=api_key,
             )
+        )
     return jobs
 
 

@@ -94,6 +94,7 @@ async def run_questions_file(
     limits: RateLimits | None = None,
     target_limits: RateLimits | None = None,
     max_jobs: int | None = None,
+    repeat: int | None = None,
 ) -> RunOutcome:
     """Submits a questions file as a run and waits for it.
 
@@ -112,6 +113,7 @@ async def run_questions_file(
         target_limits: Agent limits overriding the file's ``targetLimits``
             (:func:`submit_questions_file`).
         max_jobs: As for :func:`submit_questions_file`.
+        repeat: As for :func:`submit_questions_file`.
 
     Raises:
         QuestionsFileError: The file is invalid (nothing is submitted).
@@ -126,6 +128,7 @@ async def run_questions_file(
         limits=limits,
         target_limits=target_limits,
         max_jobs=max_jobs,
+        repeat=repeat,
     )
     return await wait_for_run(
         settings,
@@ -145,6 +148,7 @@ async def submit_questions_file(
     limits: RateLimits | None = None,
     target_limits: RateLimits | None = None,
     max_jobs: int | None = None,
+    repeat: int | None = None,
 ) -> SubmittedRun:
     """Records a run in PostgreSQL and publishes its jobs; returns once Kafka acknowledged all.
 
@@ -158,6 +162,8 @@ async def submit_questions_file(
         target_limits: Limits of the run's agent, enforced by the workers together; each one
             set wins over the file's ``targetLimits``.
         max_jobs: Most jobs the file may expand to; None: ``settings.run_max_jobs``.
+        repeat: How many times each (question, persona) is asked; None: the file's
+            ``repeat`` (:func:`pipeline.runs.batch.expand_jobs`).
 
     Returns:
         The run's id and job count.
@@ -182,12 +188,16 @@ async def submit_questions_file(
         target_limits=target_limits,
         max_jobs=max_jobs or settings.run_max_jobs,
         path=path,
+        repeat=repeat,
     )
     policy = OutboundPolicy.from_settings(settings)
     for target in sorted({job.chat_url for job in jobs}):
         policy.check(target, own_key=api_key is None)
     first = jobs[0]
-    options: dict[str, object] = {"api_key_given": api_key is not None}
+    options: dict[str, object] = {
+        "api_key_given": api_key is not None,
+        "repeat": repeat or questions.repeat,
+    }
     for name, value in (("limits", first.limits), ("target_limits", first.target_limits)):
         if value is not None:
             options[name] = value.model_dump(exclude_none=True)

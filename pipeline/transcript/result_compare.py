@@ -120,6 +120,63 @@ def results_match(a: Result, b: Result, *, rel_tol: float = REL_TOL) -> bool:
     return True
 
 
+def cells_in_common(a: Row, b: Row, *, rel_tol: float = REL_TOL) -> int:
+    """Returns: how many values two rows share as multisets (column order free).
+
+    Each value of ``b`` pairs with at most one equal value of ``a`` (:func:`values_match`).
+    """
+    unmatched = list(b)
+    common = 0
+    for value in a:
+        found = next(
+            (i for i, o in enumerate(unmatched) if values_match(value, o, rel_tol=rel_tol)), None
+        )
+        if found is not None:
+            unmatched.pop(found)
+            common += 1
+    return common
+
+
+def soft_f1(got: Result, want: Result, *, rel_tol: float = REL_TOL) -> float:
+    """Scores a result with partial credit: a soft F1 over cells, row order free.
+
+    The Soft F1 of BIRD Mini-Dev (Li et al., 2024), with rows paired by content instead of by
+    position: each row of ``want`` pairs with at most one row of ``got``, best pairs first (the
+    pair sharing the most cells, ties in row order). A paired row's shared cells are true
+    positives; its other cells, and every cell of an unpaired row, are false positives (in
+    ``got``) or false negatives (in ``want``). ``total_rows`` and row order do not count.
+
+    Args:
+        got: The job's result.
+        want: The expected result.
+        rel_tol: Relative tolerance for numbers.
+
+    Returns:
+        ``2·tp / (2·tp + fp + fn)`` in [0, 1]; 1.0 when both hold no cell, 1.0 exactly when
+        the rows match as a bag.
+    """
+    pairs = sorted(
+        (
+            (-cells_in_common(g, w, rel_tol=rel_tol), gi, wi)
+            for gi, g in enumerate(got.rows)
+            for wi, w in enumerate(want.rows)
+        ),
+    )
+    used_got: set[int] = set()
+    used_want: set[int] = set()
+    true_positives = 0
+    for negative_common, gi, wi in pairs:
+        if negative_common == 0 or gi in used_got or wi in used_want:
+            continue
+        used_got.add(gi)
+        used_want.add(wi)
+        true_positives -= negative_common
+    cells = sum(len(row) for row in got.rows) + sum(len(row) for row in want.rows)
+    if cells == 0:
+        return 1.0
+    return 2 * true_positives / cells
+
+
 class ExpectedResult(BaseModel):
     """The rows a question should return for a persona.
 

@@ -5,18 +5,23 @@
 * :func:`serve_in_thread`: an ASGI app under real uvicorn on a free loopback port.
 * :func:`hosted_app`: a stand-in for the hosted service that streams the bytes of a hand-made
   transcript (tests/data/hosted/<question>.ndjson) exactly, a few milliseconds per line.
+* :func:`scripted_app`: a stand-in agent whose SQL result for a question is scripted per call
+  (the n-th call of a question answers ``script[question](n)``), for repeated runs.
 * :func:`changed_model`: a copy of our data model with one measure changed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 import shutil
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -94,6 +99,48 @@ async def _lines(data: bytes) -> AsyncIterator[bytes]:
     for line in data.splitlines(keepends=True):
         yield line
         await asyncio.sleep(HOSTED_LINE_DELAY_S)
+
+
+def scripted_app(script: Mapping[str, Callable[[int], int]]) -> Starlette:
+    """An agent answering question ``q`` on its n-th call (from 0) with one row ``[script[q](n)]``.
+
+    Each stream is a Chat API turn in the hosted shape: the thread's state (the request's
+    ``chatId``, else a new one), the user's message, one ``cubeSqlApi`` tool call with its
+    result, the final answer.
+    """
+    calls = {question: itertools.count() for question in script}
+
+    async def chat(request: Request) -> Response:
+        body = await request.json()
+        question = body["input"]
+        value = script[question](next(calls[question]))
+        chat_id = body.get("chatId") or f"c-{uuid.uuid4()}"
+        return StreamingResponse(
+            _lines(_scripted_turn(chat_id, question, value)), media_type="application/json"
+        )
+
+    return Starlette(routes=[Route(wire.CHAT_PATH_TEMPLATE, chat, methods=["POST"])])
+
+
+def _scripted_turn(chat_id: str, question: str, value: int) -> bytes:
+    sql = "SELECT MEASURE(count) AS n FROM scripted"
+    result = {"sqlQuery": sql, "schema": [{"name": "n", "column_type": "Int64"}],
+              "data": [[str(value)]], "totalRows": 1}  # fmt: skip
+    tool = {
+        "name": "cubeSqlApi",
+        "input": json.dumps({"sqlQuery": sql}),
+        "result": json.dumps(result),
+    }
+    lines = [
+        {"id": "__cutoff__", "role": "assistant", "sort": 0,
+         "state": {"chatId": chat_id, "isStreaming": True}},
+        {"id": "u1", "role": "user", "content": question, "sort": 1},
+        {"id": "t1", "role": "assistant", "graphPath": ["data_analyst_agent", "tools"],
+         "isInProcess": False, "sort": 2, "toolCall": tool},
+        {"id": "f1", "role": "assistant", "content": f"{value}.", "isDelta": False,
+         "isInProcess": False, "graphPath": ["final", "answer"], "sort": 3},
+    ]  # fmt: skip
+    return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
 
 
 def changed_model(root: Path) -> Path:

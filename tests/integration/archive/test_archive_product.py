@@ -11,18 +11,27 @@ import csv
 import io
 import json
 import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 from jsonschema import Draft202012Validator
+from typer.testing import CliRunner, Result
 
 from models import schemas, wire
+from models.records import ChatJob
+from pipeline.cli.app import app as cli_app
+from pipeline.console.app import create_app as create_console
 from pipeline.kafka.clients import create_consumer
 from pipeline.replay.server import create_app
-from pipeline.runs.accuracy import accuracy_line, run_accuracy
+from pipeline.runs.accuracy import accuracy_line, run_accuracy, run_scores_of
 from pipeline.runs.rerun import rerun
 from pipeline.runs.runner import RunOutcome
+from pipeline.runs.submit import submit_jobs
 from tests.integration.archive.archive_stack import (
     API_KEY,
     DELAY,
@@ -32,9 +41,11 @@ from tests.integration.archive.archive_stack import (
     ArchiveStack,
     hosted_transcript,
     run_cli,
+    scripted_app,
     serve_in_thread,
+    wait_finished,
 )
-from tests.stack_support import ROOT
+from tests.stack_support import ROOT, chat_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -209,6 +220,105 @@ def test_expected_results_give_the_execution_accuracy(
     scores = run_accuracy(stack.settings, run_a.run_id, questions_file)
     assert scores == {_job(run_a, "analyst", MARCH): True, _job(run_a, "jfk-ops", MARCH): True}
     assert accuracy_line(scores) == "execution accuracy: 2/2 (100.0%)"
+
+
+STEADY, ALTERNATING, WRONG = "steady", "alternating", "wrong"
+
+
+@pytest.fixture(scope="module")
+def scripted_url() -> Iterator[str]:
+    """A scripted agent: ``steady`` answers 1, ``alternating`` 1 then 2 then 1..., ``wrong`` 0."""
+    script = {STEADY: lambda n: 1, ALTERNATING: lambda n: 1 + n % 2, WRONG: lambda n: 0}
+    with serve_in_thread(scripted_app(script)) as port:
+        yield chat_url(port, account="scripted")
+
+
+def _cli(stack: ArchiveStack, *args: str) -> Result:
+    """Runs ``chatscribe ARGS`` in this process (no interpreter start) with the stack's env."""
+    return CliRunner().invoke(cli_app, list(args), env=stack.env)
+
+
+def _scripted_questions(path: Path, url: str, questions: list[str], repeat: int) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "scripted",
+                "chatUrl": url,
+                "repeat": repeat,
+                "personas": [{"name": "analyst", "sessionSettings": {"externalId": "scripted-1"}}],
+                "questions": [{"text": q, "expected": {"*": {"rows": [[1]]}}} for q in questions],
+            }
+        )
+    )
+    return path
+
+
+def test_a_run_repeated_5_times_reports_pass_hat_5_and_flags_the_alternating_case(
+    stack: ArchiveStack, scripted_url: str, tmp_path: Path
+) -> None:
+    path = _scripted_questions(tmp_path / "q.yaml", scripted_url, [STEADY, ALTERNATING], 5)
+    run = stack.run_questions(path, timeout_s=120)
+    assert len(run.results) == 10 and {r.status for r in run.results} == {"completed"}
+    scores = run_scores_of(stack.settings, run.run_id, path)
+    by_question = {case.question: case for case in scores.cases}
+    assert (by_question[STEADY].right, by_question[STEADY].runs) == (5, 5)
+    assert (by_question[ALTERNATING].right, by_question[ALTERNATING].runs) == (3, 5)
+    assert [c.question for c in scores.flaky] == [ALTERNATING]
+    assert scores.k == 5 and scores.pass_hat_k == 0.5
+    assert scores.partial_credit == pytest.approx(0.8)  # 2 of 10 jobs have 0 cells right
+    shown = _cli(stack, "runs", "show", run.run_id, "--json")
+    assert shown.exit_code == 0, shown.output
+    doc = json.loads(shown.stdout)["scores"]
+    assert doc["pass^k"] == 0.5 and doc["k"] == 5 and doc["flaky_cases"] == 1
+    text = _cli(stack, "runs", "show", run.run_id).stdout
+    assert "pass^5 0.500 (1/2 cases right every run), 1 flaky" in text
+    assert "flaky: 'alternating' as analyst: 3/5 right" in text
+    with serve_in_thread(create_console(stack.settings)) as port:
+        page = httpx.get(f"http://127.0.0.1:{port}/runs/{run.run_id}").text
+    assert "8/10 (80.0%)" in page and "1 flaky" in page
+    same = _cli(stack, "diff", run.run_id, run.run_id, "--json")
+    assert same.exit_code == 0, same.output
+    compared = json.loads(same.stdout)
+    assert compared["by"] == "pass_rate" and not compared["regressed"]
+    rates = {c["question"]: c["b"]["pass_rate"] for c in compared["cases"]}
+    assert rates == {STEADY: 1.0, ALTERNATING: 0.6}
+    audit = json.loads(_cli(stack, "audit", "--user", "scripted-1", "--format", "json").stdout)
+    mine = [e for e in audit["entries"] if e["run_id"] == run.run_id]
+    assert len(mine) == 10
+    assert {(e["question"], e["score"]["flaky"], e["score"]["case_runs"]) for e in mine} == {
+        (STEADY, False, 5),
+        (ALTERNATING, True, 5),
+    }
+
+
+def test_a_thread_scores_every_turn_and_names_its_first_wrong_turn(
+    stack: ArchiveStack, scripted_url: str, tmp_path: Path
+) -> None:
+    path = _scripted_questions(tmp_path / "q.yaml", scripted_url, [STEADY, WRONG], 1)
+    run_id, chat_id = f"thread-{uuid.uuid4().hex[:8]}", f"c-{uuid.uuid4()}"
+    start = datetime.now(UTC)
+    jobs = [
+        ChatJob.model_validate(
+            {
+                "job_id": str(uuid.uuid4()),
+                "run_id": run_id,
+                "question": question,
+                "persona": "analyst",
+                "chat_id": chat_id,
+                "session_settings": {"externalId": "scripted-1"},
+                "chat_url": scripted_url,
+                "submitted_at": start + timedelta(seconds=turn),
+            }
+        )
+        for turn, question in enumerate([STEADY, WRONG, STEADY])
+    ]
+    asyncio.run(submit_jobs(stack.settings, jobs))
+    wait_finished(stack, [job.job_id for job in jobs])
+    scores = run_scores_of(stack.settings, run_id, path)
+    (thread,) = scores.threads
+    assert thread.chat_id == chat_id and thread.outcomes == (True, False, True)
+    assert not thread.all_right and thread.first_wrong_turn == 2
+    assert "  thread " + chat_id + ": first wrong turn 2 of 3" in scores.lines()
 
 
 def test_audit_reports_identity_views_members_and_rows(

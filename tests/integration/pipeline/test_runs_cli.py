@@ -140,3 +140,19 @@ async def test_batch_limit_options_travel_on_every_job_and_into_the_run(
     assert "429s absorbed: none" in shown.stdout
     refused = await _cli(settings, "batch", str(questions), "--requests-per-minute", "0")
     assert refused.exit_code == 2  # a clear usage error, nothing submitted
+
+
+async def test_batch_repeat_option_wins_over_the_files_and_asks_each_question_n_times(
+    settings: Settings, tmp_path: Path
+) -> None:
+    await ensure_topics(settings, wire.ALL_TOPICS)
+    questions = tmp_path / "questions.yaml"
+    questions.write_text(yaml.safe_dump({**QUESTIONS, "repeat": 2}))
+    detached = await _cli(settings, "batch", str(questions), "--detach", "--repeat", "3")
+    assert detached.exit_code == 0, detached.output
+    run_id = detached.stdout.strip().splitlines()[-1]
+    jobs = await _submitted_jobs(settings, 6)
+    asked = sorted(job.question for job in jobs if job.run_id == run_id)
+    assert asked == sorted(["How many flights in March?", "Average delay by carrier"] * 3)
+    shown = json.loads((await _cli(settings, "runs", "show", run_id, "--json")).stdout)
+    assert shown["run"]["job_count"] == 6

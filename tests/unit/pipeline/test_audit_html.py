@@ -5,13 +5,15 @@ from __future__ import annotations
 import csv
 import html
 import io
+import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pipeline.archive.audit import AuditEntry, AuditFilter
-from pipeline.reports.audit_formats import csv_cell, to_csv, to_html
+from pipeline.reports.audit_formats import csv_cell, to_csv, to_html, to_json
+from pipeline.runs.scores import JobScore
 
 
 def _entry(answer: str, queries: list[dict[str, object]]) -> AuditEntry:
@@ -114,3 +116,21 @@ def test_csv_cells_that_a_spreadsheet_reads_as_formulas_are_prefixed(start: str)
         assert row[column] == "'" + formula
     assert row["rows_returned"] == "0" and row["job_id"] == "j1"
     assert csv_cell(-5) == -5 and csv_cell("a=b") == "a=b"
+
+
+def test_csv_and_json_carry_each_scored_jobs_scores_and_leave_others_empty() -> None:
+    scored = JobScore(
+        matched=False, partial_credit=0.5, case_runs=5, case_pass_rate=0.6, flaky=True
+    )
+    entries = [_entry("ok", []), replace(_entry("ok", []), job_id="j2")]
+    rows = list(csv.DictReader(io.StringIO(to_csv(entries, {"j1": scored}))))
+    assert (rows[0]["matched"], rows[0]["partial_credit"], rows[0]["flaky"]) == (
+        "False",
+        "0.5",
+        "True",
+    )
+    assert (rows[0]["case_runs"], rows[0]["case_pass_rate"]) == ("5", "0.6")
+    assert rows[1]["matched"] == rows[1]["flaky"] == ""
+    doc = json.loads(to_json(entries, AuditFilter(), {"j1": scored}))
+    assert doc["entries"][0]["score"]["case_pass_rate"] == 0.6
+    assert doc["entries"][1]["score"] is None

@@ -86,3 +86,40 @@ def test_example_questions_file_is_valid() -> None:
     with_origin = [p for p in questions.personas if "origin" in p.session_settings.attributes()]
     assert with_origin
     assert len(questions.personas) >= 2
+
+
+def test_repeat_asks_every_case_once_per_round_and_the_option_wins(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        """
+repeat: 3
+personas:
+  - {name: a, sessionSettings: {externalId: a-1}}
+  - {name: b, sessionSettings: {externalId: b-1}}
+questions:
+  - text: q1
+  - text: q2
+    personas: [b]
+""",
+    )
+    questions = load_questions(path)
+    jobs = expand_jobs(questions, run_id="r", chat_url=URL)
+    one_round = [("q1", "a"), ("q1", "b"), ("q2", "b")]
+    assert [(j.question, j.persona) for j in jobs] == one_round * 3
+    assert len({j.job_id for j in jobs}) == 9
+    assert len(expand_jobs(questions, run_id="r", chat_url=URL, repeat=5)) == 15
+
+
+def test_repeat_counts_against_the_job_limit_before_any_job_is_built(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "personas: [{name: a, sessionSettings: {externalId: a-1}}]\nquestions: [{text: q}]\n",
+    )
+    questions = load_questions(path)
+    with pytest.raises(QuestionsFileError, match="expands to 11 jobs"):
+        expand_jobs(questions, run_id="r", chat_url=URL, repeat=11, max_jobs=10)
+    with pytest.raises(QuestionsFileError, match="repeat must be at least 1"):
+        expand_jobs(questions, run_id="r", chat_url=URL, repeat=0)
+    bad = _write(tmp_path, path.read_text() + "repeat: 0\n")
+    with pytest.raises(QuestionsFileError, match="repeat"):
+        load_questions(bad)
