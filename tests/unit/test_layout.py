@@ -185,19 +185,43 @@ def test_pipeline_uses_only_what_chat_api_exports_on_purpose() -> None:
     assert broken == []
 
 
-def test_every_package_names_its_public_surface() -> None:
-    missing = [
-        _module_name(init.parent / "__init__.py")
-        for package in PACKAGES
-        for init in (ROOT / package).rglob("__init__.py")
-        if not _exported(_module_name(init))
+def _packages() -> list[str]:
+    return sorted(_module_name(init) for p in PACKAGES for init in (ROOT / p).rglob("__init__.py"))
+
+
+def _is_module(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def test_package_faces_are_plain_imports() -> None:
+    """A face is a docstring, or eager imports plus ``__all__``: no PEP 562 ``__getattr__``."""
+    lazy = [
+        package
+        for package in _packages()
+        for node in ast.parse(ROOT.joinpath(*package.split("."), "__init__.py").read_text()).body
+        if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
     ]
-    assert missing == []
+    assert lazy == []
+
+
+def test_names_taken_from_a_package_face_are_exported() -> None:
+    """``from package import name`` (not a submodule) needs ``name`` in the face's ``__all__``."""
+    packages = set(_packages())
+    broken = [
+        str(i)
+        for i in IMPORTS
+        if i.module in packages
+        and i.name is not None
+        and not _is_module(f"{i.module}.{i.name}")
+        and i.name not in _exported(i.module)
+    ]
+    assert broken == []
 
 
 @pytest.mark.parametrize("package", ["models", "pipeline", "chat_api"])
 def test_every_exported_name_exists(package: str) -> None:
-    """Each ``__all__`` entry resolves (lazily loaded names included)."""
+    """Each ``__all__`` entry resolves once the package is imported."""
     import importlib
 
     for init in sorted((ROOT / package).rglob("__init__.py")):
