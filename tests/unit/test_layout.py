@@ -231,6 +231,56 @@ def test_every_exported_name_exists(package: str) -> None:
             assert getattr(module, exported, None) is not None, f"{name}.{exported}"
 
 
+BASE_MODULES = ("errors", "settings")
+"""A top package's error tree and settings: every part may import them; they are not parts."""
+
+
+def _part(module: str, top: str) -> str | None:
+    """Returns: the first name below ``top`` (a subpackage or module), None for the base."""
+    parts = module.split(".")
+    if parts[0] != top or len(parts) < 2 or parts[1] in BASE_MODULES:
+        return None
+    return parts[1]
+
+
+def _part_cycles(imports: list[Import], top: str) -> list[list[str]]:
+    """Returns: each cycle between ``top``'s parts as the path of parts, with an import per hop."""
+    edges: dict[str, dict[str, Import]] = {}
+    for i in imports:
+        source, target = _part(i.importer, top), _part(i.module, top)
+        if source and target and source != target:
+            edges.setdefault(source, {}).setdefault(target, i)
+    cycles: list[list[str]] = []
+
+    def walk(path: list[str]) -> None:
+        for target, found in sorted(edges.get(path[-1], {}).items()):
+            if target == path[0]:
+                cycles.append([*path, target, str(found)])
+            elif target not in path and target > path[0]:
+                walk([*path, target])
+
+    for start in sorted(edges):
+        walk([start])
+    return cycles
+
+
+@pytest.mark.parametrize("top", ["pipeline", "chat_api"])
+def test_no_cycles_between_parts(top: str) -> None:
+    """Subpackages and top-level modules (the base aside) depend on each other one way only."""
+    assert _part_cycles(IMPORTS, top) == []
+
+
+def test_a_cycle_between_parts_is_caught() -> None:
+    found = [
+        *_imports_of_text("from chat_api.agent import Toolbox\n", importer="chat_api.semantic.x"),
+        *_imports_of_text("from chat_api.semantic import y\n", importer="chat_api.agent"),
+        *_imports_of_text("from chat_api.errors import E\n", importer="chat_api.agent"),
+    ]
+    assert [cycle[:3] for cycle in _part_cycles(found, "chat_api")] == [
+        ["agent", "semantic", "agent"]
+    ]
+
+
 def test_the_rules_would_catch_a_breach(tmp_path: Path) -> None:
     """The scanner sees relative and absolute imports, so a breach cannot hide in either form."""
     source = tmp_path / "probe.py"
