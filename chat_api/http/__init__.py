@@ -7,5 +7,6 @@ from __future__ import annotations
 
 from chat_api.http.app import error_response, read_body
 from chat_api.http.server import serve
+from chat_api.http.streaming import aborted_within
 
-__all__ = ["error_response", "read_body", "serve"]
+__all__ = ["aborted_within", "error_response", "read_body", "serve"]

@@ -10,13 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 import sqlalchemy as sa
 
-from pipeline.archive.engine import translate_errors
-
-PAIRS_PER_QUERY: Final = 500
+from pipeline.archive.engine import chunks, translate_errors
 
 _TURNS = """
 SELECT j.job_id, j.run_id, j.normalised_attempt AS attempt, j.question, j.persona, j.identity,
@@ -147,8 +145,8 @@ def read_turns(
         turns = [TurnRow(**row._asdict()) for row in conn.execute(sa.text(_TURNS), params)]
         by_pair = {(t.job_id, t.attempt): t for t in turns}
         found = list(by_pair)
-        for start in range(0, len(found), PAIRS_PER_QUERY):
-            _attach_tool_calls(conn, found[start : start + PAIRS_PER_QUERY], by_pair)
+        for chunk in chunks(found):
+            _attach_tool_calls(conn, chunk, by_pair)
     return turns
 
 
