@@ -164,6 +164,11 @@ class ArchiveWriter:
             f"attempts_normalised={self.attempts_normalised}>"
         )
 
+    @property
+    def engine(self) -> sa.Engine:
+        """The engine the writer writes through (the sink reads its answers outbox with it)."""
+        return self._engine
+
     def close(self) -> None:
         """Disposes of the engine when the writer created it."""
         if self._owns_engine:

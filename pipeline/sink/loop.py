@@ -180,7 +180,9 @@ class Sink:
             self._writer = ArchiveWriter.from_settings(self._settings)
         self._producer = create_producer(self._settings, client_id="chatscribe-sink")
         await self._producer.start()
-        self._answers = AnswerPublisher(self._settings, self._producer)
+        self._answers = AnswerPublisher(
+            self._writer.engine, self._settings.topic(wire.TOPIC_ANSWERS), self._producer
+        )
         if self._settings.otel_endpoint is not None:
             self._traces = TracePublisher(self._settings)
         self._consumer = create_consumer(
@@ -212,8 +214,6 @@ class Sink:
             await self._producer.stop()
         if self._owns_writer and self._writer is not None:
             self._writer.close()
-        if self._answers is not None:
-            self._answers.close()
         if self._traces is not None:
             self._traces.close()
         logger.info("sink stopped %r", self)
