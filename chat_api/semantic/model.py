@@ -129,12 +129,6 @@ class ResolvedView:
         """The member called ``name`` (unqualified), or ``None``."""
         return self._by_name.get(name)
 
-    def member_for(self, cube: str, cube_member: str) -> Member | None:
-        """The view member exposing ``cube.cube_member``, or ``None`` when the view omits it."""
-        return next(
-            (m for m in self.members if m.cube == cube and m.cube_member == cube_member), None
-        )
-
 
 @dataclass(frozen=True)
 class SemanticModel:
