@@ -47,7 +47,6 @@ from typing import Final
 
 import sqlalchemy as sa
 
-from models.archive import INT32_MAX, INT32_MIN
 from models.records import TERMINAL_EVENTS, JobEvent, LineEnvelope
 from pipeline.archive import derived as archive_derived
 from pipeline.archive import jobs as archive_jobs
@@ -97,25 +96,6 @@ class BatchOutcome:
     kept_bytes: int = 0
     folded_bytes: int = 0
     open_folds: int = 0
-
-
-def refusal(job_id: str, *numbers: int) -> str | None:
-    """Says why PostgreSQL could never store a record, before it is tried.
-
-    Args:
-        job_id: The record's job id (a ``text`` key).
-        numbers: Its ``integer`` key columns (attempt, line number, line count).
-
-    Returns:
-        The reason, or None when the record is storable. Raw line bytes are ``bytea`` and other
-        text is cleaned on the way in (:func:`models.archive.storable`), so only keys matter.
-    """
-    if "\x00" in job_id:
-        return "job id contains NUL, which PostgreSQL text cannot hold"
-    too_big = [n for n in numbers if not INT32_MIN <= n <= INT32_MAX]
-    if too_big:
-        return f"{too_big[0]} is outside PostgreSQL's integer range"
-    return None
 
 
 class ArchiveWriter:

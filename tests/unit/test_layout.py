@@ -154,6 +154,16 @@ def test_pipeline_imports_chat_api_only_from_cli_and_replay() -> None:
     assert broken == []
 
 
+def test_the_sink_decoder_imports_nothing_of_the_archive() -> None:
+    """``pipeline/sink/decode.py`` decodes records; the key rules it checks are in ``models``."""
+    broken = [
+        str(i)
+        for i in IMPORTS
+        if i.importer == "pipeline.sink.decode" and _within(i.module, "pipeline.archive")
+    ]
+    assert broken == []
+
+
 def _exported(package: str) -> set[str]:
     """Returns: the names in ``__all__`` of ``package``'s ``__init__.py`` (empty if none)."""
     init = ROOT.joinpath(*package.split("."), "__init__.py")
