@@ -5,7 +5,8 @@ Runs the benchmarks of issue 6 (``bench/README.md``) against the Kafka and Postg
 
     bench <name>: <ours> <unit> vs <baseline> <unit> = <ratio>
 
-and writes them with their details to ``bench/results/latest.json`` (and a stamped copy).
+and writes them with their details to ``bench/results/latest.json`` (and a stamped copy), and
+one row per figure to ``bench/history.csv``.
 ``python -m bench record`` re-records ``bench/data/transcripts.jsonl`` from our Chat API.
 ``--profile`` writes pyinstrument profiles of the slowest stages to ``bench/results/``.
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import platform
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -31,7 +34,15 @@ from bench import (
     sink_ingest,
     suite,
 )
-from bench.results import RESULTS_DIR, Result, format_line, results_document, write_json
+from bench.results import (
+    HISTORY_FILE,
+    RESULTS_DIR,
+    Result,
+    append_history,
+    format_line,
+    results_document,
+    write_json,
+)
 from bench.transcripts import Transcript, load_transcripts
 from bench.workload import record
 
@@ -78,8 +89,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     wall = time.perf_counter() - started
     document = results_document(results, scale=args.scale, wall_time_s=wall, started_at=started_at)
     path = write_json(document)
-    print(f"bench wall time: {wall:.0f} s; results: {path.relative_to(processes.ROOT)}")
+    rows = append_history(document, commit=_commit(), machine=platform.node())
+    print(
+        f"bench wall time: {wall:.0f} s; results: {path.relative_to(processes.ROOT)}; "
+        f"{rows} rows appended to {HISTORY_FILE.relative_to(processes.ROOT)}"
+    )
     return 0
+
+
+def _commit() -> str:
+    """Returns: the short commit of the checkout, ``+`` when it has changes (``?`` without git)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=processes.ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=processes.ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+    return head + ("+" if changed else "")
 
 
 def run(

@@ -2,8 +2,7 @@
 
 Every benchmark archives into a schema of its own (``bench_<hex>``, migrated with
 :func:`pipeline.archive.engine.upgrade`) and topics under a prefix of its own, both removed at the
-end,
-so runs never see each other's rows and the shared services stay clean.
+end, so runs never see each other's rows and the shared services stay clean.
 
 :func:`install_commit_clock` adds, in that schema only, a table ``bench_commits`` and a deferred
 constraint trigger on ``answers``: when the transaction that writes a job's ``answers`` row (the

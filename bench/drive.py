@@ -5,9 +5,8 @@ Modes (issue 6, benchmark 2):
 * ``httpx``: the baseline, :func:`bench.reader.read_all` (read and discard);
 * ``worker``: what a worker does per job without faust's consumption of ``chat.requests``:
   :class:`pipeline.worker.job_runner.JobRunner` with :class:`pipeline.kafka.clients.JobOutput` on a
-  real idempotent
-  aiokafka producer (``started``, every line to ``chat.lines``, ``first_line``, the terminal
-  event, all acknowledged by Kafka before a job counts as done), with the worker process's
+  real idempotent aiokafka producer (``started``, every line to ``chat.lines``, ``first_line``, the
+  terminal event, all acknowledged by Kafka before a job counts as done), with the worker process's
   collector settings (:func:`pipeline.collector.settle`);
 * ``floor``: the same client, output and producers without the job's logic
   (:func:`drive_floor`): the least a worker can spend per stream.

@@ -6,11 +6,13 @@ against a baseline measured in the same run"), printed as::
 
     bench <name>: <ours> <unit> vs <baseline> <unit> = <ratio>[  <target check>]
 
-and written, with its details, to ``bench/results/<stamp>.json`` and ``bench/results/latest.json``.
+and written, with its details, to ``bench/results/<stamp>.json`` and ``bench/results/latest.json``
+(gitignored), and as one row per figure to ``bench/history.csv`` (tracked), the trend across runs.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -21,6 +23,22 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 RESULTS_DIR: Final = Path(__file__).resolve().parent / "results"
+HISTORY_FILE: Final = Path(__file__).resolve().parent / "history.csv"
+HISTORY_COLUMNS: Final = (
+    "started_at",
+    "commit",
+    "machine",
+    "cpus",
+    "scale",
+    "name",
+    "ours",
+    "baseline",
+    "unit",
+    "baseline_unit",
+    "ratio",
+    "met",
+)
+"""Columns of ``bench/history.csv``: when, which tree, where, then one figure (``Result``)."""
 Comparison = Literal[">=", "<="]
 
 
@@ -190,3 +208,47 @@ def write_json(document: dict[str, Any], directory: Path = RESULTS_DIR) -> Path:
     path.write_text(text, encoding="utf-8")
     (directory / "latest.json").write_text(text, encoding="utf-8")
     return path
+
+
+def append_history(
+    document: dict[str, Any], *, commit: str, machine: str, path: Path = HISTORY_FILE
+) -> int:
+    """Appends every result of ``document`` (:func:`results_document`) as a row of ``path``.
+
+    Args:
+        document: A run's document.
+        commit: The tree measured (``git rev-parse --short HEAD``, ``+`` when it had changes).
+        machine: Where it ran (host name).
+        path: The CSV file (:data:`HISTORY_COLUMNS`); its header is written when it is new.
+
+    Returns:
+        How many rows were appended.
+
+    Raises:
+        OSError: The file cannot be written.
+        KeyError: ``document`` lacks a key :func:`results_document` writes.
+    """
+    new = not path.exists() or path.stat().st_size == 0
+    rows = [
+        {
+            "started_at": document["started_at"],
+            "commit": commit,
+            "machine": machine,
+            "cpus": document["cpus"],
+            "scale": document["scale"],
+            "name": result["name"],
+            "ours": format_number(result["ours"]),
+            "baseline": format_number(result["baseline"]),
+            "unit": result["unit"],
+            "baseline_unit": result["baseline_unit"] or result["unit"],
+            "ratio": "" if result["ratio"] is None else format_number(result["ratio"]),
+            "met": "" if result["met"] is None else ("met" if result["met"] else "MISSED"),
+        }
+        for result in document["results"]
+    ]
+    with path.open("a", encoding="utf-8", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=HISTORY_COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+    return len(rows)

@@ -33,8 +33,8 @@ fastest plain-httpx layouts measured here (2026-11-27, C=100, 1,000 streams, cli
 SSL context: per 3 0.65-0.69, per 5 0.67-0.68, per 10 0.88-0.89 ms of CPU per stream)."""
 WORKER_LOOP: Final = "uvloop"
 """The worker process's event loop (``pipeline.worker.app``); until 2026-11-27 the worker mode
-ran on asyncio's, which cost it 12-15% more CPU per line than the worker pays (bench README,
-"Paced")."""
+ran on asyncio's, which cost it 12-15% more CPU per line than the worker pays (``bench/history.md``,
+issue 13's first round)."""
 
 
 @dataclass(frozen=True)

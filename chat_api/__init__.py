@@ -6,18 +6,14 @@ in the subpackages' ``__all__``; ``tests/unit/test_layout.py`` checks that nothi
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from chat_api.errors import (
-        ChatApiError,
-        NotFoundError,
-        RequestError,
-        ThreadOwnerError,
-        UnauthorizedError,
-    )
-    from chat_api.settings import ChatApiSettings
+from chat_api.errors import (
+    ChatApiError,
+    NotFoundError,
+    RequestError,
+    ThreadOwnerError,
+    UnauthorizedError,
+)
+from chat_api.settings import ChatApiSettings
 
 __all__ = [
     "ChatApiError",
@@ -27,21 +23,3 @@ __all__ = [
     "ThreadOwnerError",
     "UnauthorizedError",
 ]
-
-_EXPORTS: dict[str, str] = {
-    "ChatApiError": "chat_api.errors",
-    "ChatApiSettings": "chat_api.settings",
-    "NotFoundError": "chat_api.errors",
-    "RequestError": "chat_api.errors",
-    "ThreadOwnerError": "chat_api.errors",
-    "UnauthorizedError": "chat_api.errors",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """Imports an exported name on first use, so importing the package stays cheap (PEP 562)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = importlib.import_module(module)
-    return value if module == f"{__name__}.{name}" else getattr(value, name)

@@ -58,9 +58,9 @@ from chat_api.reader.index import ModelIndex, build_index
 from chat_api.reader.interpret import read
 from chat_api.reader.query import Query
 from chat_api.reader.sql import semantic_sql
+from chat_api.search import search_members
 from chat_api.semantic.checks import check_members
 from chat_api.semantic.model import SemanticModel
-from chat_api.semantic.search import search_members
 from chat_api.sql.compiler import CompiledQuery
 from chat_api.sql.policies import UserContext
 from chat_api.sql.sql_tool import ToolError, compile_tool_query, result_payload, run_tool_query

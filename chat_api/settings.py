@@ -1,8 +1,8 @@
 """Configuration of our Chat API server, read once from ``CHATSCRIBE_*`` environment variables.
 
 One frozen :class:`ChatApiSettings` per process, built at the edge
-(:func:`chat_api.http.server.serve`
-or a test) and passed to :func:`chat_api.http.app.create_app`; nothing deeper reads ``os.environ``.
+(:func:`chat_api.http.server.serve` or a test) and passed to :func:`chat_api.http.app.create_app`;
+nothing deeper reads ``os.environ``.
 
 Environment variables (prefix ``CHATSCRIBE_``):
 

@@ -1,8 +1,7 @@
 """Alembic environment for the PostgreSQL archive.
 
-The database URL and schema come from :class:`pipeline.settings.Settings`: the instance passed
-as ``config.attributes["settings"]`` by :func:`pipeline.archive.engine.upgrade`, else one read from
-the
+The database URL and schema come from :class:`pipeline.settings.Settings`: the instance passed as
+``config.attributes["settings"]`` by :func:`pipeline.archive.engine.upgrade`, else one read from the
 ``CHATSCRIBE_*`` environment (``alembic upgrade head`` by hand). A caller may also pass an open
 ``config.attributes["connection"]``.
 

@@ -36,6 +36,25 @@ INT32_MAX: Final = 2**31 - 1
 REPLACEMENT_CHARACTER: Final = "\ufffd"
 
 
+def key_refusal(job_id: str, *numbers: int) -> str | None:
+    """Says why PostgreSQL could never store a record, before it is tried.
+
+    Args:
+        job_id: The record's job id (a ``text`` key).
+        numbers: Its ``integer`` key columns (attempt, line number, line count).
+
+    Returns:
+        The reason, or None when the record is storable. Raw line bytes are ``bytea`` and other
+        text is cleaned on the way in (:func:`models.archive.storable`), so only keys matter.
+    """
+    if "\x00" in job_id:
+        return "job id contains NUL, which PostgreSQL text cannot hold"
+    too_big = [n for n in numbers if not INT32_MIN <= n <= INT32_MAX]
+    if too_big:
+        return f"{too_big[0]} is outside PostgreSQL's integer range"
+    return None
+
+
 def storable_text(value: str) -> str:
     """Returns: ``value`` with NUL and lone surrogates (``text`` holds neither) as U+FFFD."""
     if "\x00" in value:

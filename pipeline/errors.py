@@ -45,7 +45,7 @@ from the builtin they replace (``ValueError``, ``LookupError``, ``RuntimeError``
 that caught those still do.
 Foreign errors are translated once, at the adapter that meets them: httpx in
 :mod:`pipeline.chat.client`, aiokafka in :mod:`pipeline.kafka`, SQLAlchemy/psycopg in
-:func:`pipeline.archive.engine.translate_errors`. ``tests/unit/pipeline/test_errors.py`` checks
+:func:`pipeline.archive.engine.translate_errors`. ``tests/unit/test_error_trees.py`` checks
 that this drawing names every class below and that each is raised somewhere.
 """
 

@@ -2,9 +2,8 @@
 
 Every part is ``python -m pipeline.cli.app api serve|worker|sink`` with the settings handed over as
 ``CHATSCRIBE_*`` variables, on real Kafka and PostgreSQL, isolated by a topic prefix, consumer
-groups and a PostgreSQL schema unique to the caller. Importable from every test folder: pytest's
-default ``prepend`` import mode puts ``tests/`` (the folder of ``tests/conftest.py``) on
-``sys.path``.
+groups and a PostgreSQL schema unique to the caller. Imported as ``tests.stack_support`` from
+every test folder (``tests/`` is a package).
 
 * :class:`ServiceProcess`, :func:`start_cli`, :func:`wait_healthy`, :func:`stack_env`: one
   process, its log file, its ``/healthz`` wait and its stop (SIGTERM, then SIGKILL).

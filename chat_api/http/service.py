@@ -51,8 +51,8 @@ from chat_api.errors import (
     UnauthorizedError,
 )
 from chat_api.http.bodies import read_body
+from chat_api.http.branches import BranchCatalog
 from chat_api.http.streaming import NdjsonResponse, TurnRun, encoded, state_lines
-from chat_api.semantic.branches import BranchCatalog
 from chat_api.settings import ChatApiSettings
 from chat_api.state.database import StateDatabase
 from chat_api.state.sessions import SessionStore

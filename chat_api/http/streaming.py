@@ -225,7 +225,7 @@ class TurnRun:
             if line.get("id") == wire.ID_USAGE:
                 return "completed", line
             await self._publish(line)
-            if self._line_delay_s and await _aborted_within(self.abort_event, self._line_delay_s):
+            if self._line_delay_s and await aborted_within(self.abort_event, self._line_delay_s):
                 break
         else:
             return "completed", None
@@ -257,7 +257,7 @@ def _close(lines: Iterator[Line]) -> None:
         logger.warning("turn generator still running at close")
 
 
-async def _aborted_within(event: asyncio.Event, seconds: float) -> bool:
+async def aborted_within(event: asyncio.Event, seconds: float) -> bool:
     """Returns: True when ``event`` is set within ``seconds``, False after waiting them out."""
     try:
         await asyncio.wait_for(event.wait(), timeout=seconds)

@@ -26,6 +26,7 @@ import yaml
 from pydantic import ValidationError
 
 from chat_api.errors import ModelError
+from chat_api.semantic.conditions import parse_condition, template_references
 from chat_api.semantic.cube_schema import (
     AccessPolicy,
     Cube,
@@ -47,7 +48,6 @@ from chat_api.semantic.cube_schema import (
     ViewCube,
 )
 from chat_api.semantic.templates import RenderedModel, render_model
-from chat_api.sql.conditions import parse_condition, template_references
 
 AggType = Literal["count", "countDistinct", "sum", "avg", "min", "max", "number"]
 MemberKind = Literal["dimension", "measure"]
@@ -129,12 +129,6 @@ class ResolvedView:
         """The member called ``name`` (unqualified), or ``None``."""
         return self._by_name.get(name)
 
-    def member_for(self, cube: str, cube_member: str) -> Member | None:
-        """The view member exposing ``cube.cube_member``, or ``None`` when the view omits it."""
-        return next(
-            (m for m in self.members if m.cube == cube and m.cube_member == cube_member), None
-        )
-
 
 @dataclass(frozen=True)
 class SemanticModel:
@@ -199,7 +193,8 @@ def load_model(folder: Path = DEFAULT_MODEL_FOLDER) -> SemanticModel:
         ModelError: unreadable YAML, a field of the wrong shape, duplicate cube/view/member
             names, a join path along a join that does not exist, an include naming no member,
             a template naming no cube or member, SQL that does not parse, or a policy condition
-            outside the grammar of ``chat_api.sql.conditions``. ``file`` and ``path`` say where.
+            outside the grammar of ``chat_api.semantic.conditions``. ``file`` and ``path`` say
+            where.
     """
     cubes: dict[str, Cube] = {}
     views: dict[str, View] = {}

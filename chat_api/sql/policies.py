@@ -3,7 +3,7 @@
 Rules (Cube documentation, "Access policies"; ``field-notes.md`` § "Semantic data model"):
 
 - A policy entry applies to a user when its ``group``/``groups``/``role`` names one of the user's
-  groups (``"*"``: every user) and all its ``conditions`` hold (``chat_api.sql.conditions``).
+  groups (``"*"``: every user) and all its ``conditions`` hold (``chat_api.semantic.conditions``).
 - A view and each cube it joins are *levels*. A level without policies allows everything. A level
   with policies but none applying to the user denies the whole view.
 - Within a level, applying policies combine with OR: the members visible are the union of their
@@ -35,6 +35,7 @@ from typing import Any
 from sqlglot import exp
 
 from chat_api.errors import AccessDeniedError
+from chat_api.semantic.conditions import Scope, parse_condition, render_value
 from chat_api.semantic.model import (
     AccessPolicy,
     Dimension,
@@ -43,7 +44,6 @@ from chat_api.semantic.model import (
     RowLevel,
     SemanticModel,
 )
-from chat_api.sql.conditions import Scope, parse_condition, render_value
 
 _LIKE_ESCAPE = "\\"
 _LIKE_OPERATORS = {

@@ -42,7 +42,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import orjson
 import psycopg
@@ -53,6 +53,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from models.archive import storable, storable_row
 from models.records import TERMINAL_EVENTS, LineEnvelope, parse_line
+from pipeline.archive.engine import chunks
 from pipeline.archive.parsed import FoldedLines, KnownLine, known_line
 from pipeline.archive.tables import (
     DERIVED_TABLES,
@@ -68,7 +69,6 @@ from pipeline.transcript.normalise import Transcript, normalise
 
 logger = logging.getLogger(__name__)
 
-PAIRS_PER_QUERY: Final = 500
 _REFUSED: Final = (
     sa_exc.DataError,
     sa_exc.IntegrityError,
@@ -79,7 +79,6 @@ _REFUSED: Final = (
 
 JobAttempt = tuple[str, int]
 LineKey = tuple[str, int, int]
-_T = TypeVar("_T")
 
 
 def normalise_ready(
@@ -172,7 +171,7 @@ def ready(
     )
     done = sa.exists().where(answers.c.job_id == e.c.job_id, answers.c.attempt == e.c.attempt)
     found: dict[JobAttempt, int] = {}
-    for chunk in _chunks(list(pairs), PAIRS_PER_QUERY):
+    for chunk in chunks(list(pairs)):
         p = pairs_of(chunk)
         query = (
             sa.select(e.c.job_id, e.c.attempt, e.c.line_count)
@@ -227,7 +226,7 @@ def remarked(conn: sa.Connection, folds: Mapping[JobAttempt, FoldedLines]) -> se
         return set()
     c = stream_lines.c
     found: dict[JobAttempt, set[tuple[int, str, Any]]] = defaultdict(set)
-    for chunk in _chunks(list(folds), PAIRS_PER_QUERY):
+    for chunk in chunks(list(folds)):
         p = pairs_of(chunk)
         query = (
             sa.select(c.job_id, c.attempt, c.line_no, c.redaction, c.redacted_at)
@@ -254,7 +253,7 @@ def read_lines(
     c = stream_lines.c
     limits = {(job_id, attempt): n for job_id, attempt, n in targets}
     out: dict[JobAttempt, list[KnownLine]] = defaultdict(list)
-    for chunk in _chunks(list(limits), PAIRS_PER_QUERY):
+    for chunk in chunks(list(limits)):
         p = pairs_of(chunk)
         query = (
             sa.select(c.job_id, c.attempt, c.line_no, c.received_at, c.raw, c.terminated, c.chat_id)
@@ -318,7 +317,7 @@ def replace_rows(
             savepoint isolates the attempt).
     """
     for table in DERIVED_TABLES:
-        for chunk in _chunks(list(keys), PAIRS_PER_QUERY):
+        for chunk in chunks(list(keys)):
             p = pairs_of(chunk)
             conn.execute(
                 table.delete().where(table.c.job_id == p.c.job_id, table.c.attempt == p.c.attempt)
@@ -446,8 +445,3 @@ def pairs_of(chunk: Sequence[JobAttempt]) -> sa.TableValuedAlias:
 
 def _cause(exc: Exception) -> object:
     return exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
-
-
-def _chunks(items: list[_T], size: int) -> Iterable[list[_T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

@@ -1,11 +1,10 @@
 """``chatscribe diff RUN_A RUN_B``: what changed between two runs of the same questions.
 
 Jobs are paired by (question, identity); the n-th job of a pair in run A meets the n-th in run B.
-Per pair: whether the final answer text, the SQL (whitespace-insensitive) and the result
-changed. The result of a job is its last SQL query that returned rows; results are compared by
+Per pair: whether the final answer text, the SQL (whitespace-insensitive) and the result changed.
+The result of a job is its last SQL query that returned rows; results are compared by
 :func:`pipeline.transcript.result_compare.results_match` (bag of rows, column order free, row order
-only
-when both queries order, numbers within a tolerance). A pair is
+only when both queries order, numbers within a tolerance). A pair is
 
 * ``same``: answer, SQL and result unchanged; ``changed``: anything changed;
 * ``new``: only in B; ``missing``: only in A.

@@ -14,10 +14,10 @@ Database errors are translated here, once, for every module of :mod:`pipeline.ar
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, TypeVar
 
 import psycopg
 import sqlalchemy as sa
@@ -48,6 +48,10 @@ SESSION_OPTIONS: Final = "-c jit=off"
 READ_ONLY_OPTIONS: Final = "-c default_transaction_read_only=on"
 _REJECTED_CLASSES: Final = ("22", "23")
 _SCHEMA_CLASSES: Final = ("42", "3F")
+PAIRS_PER_QUERY: Final = 500
+"""The most ``(job_id, attempt)`` pairs one statement carries as ``= ANY(...)`` arrays."""
+
+_T = TypeVar("_T")
 
 
 def create_engine(settings: Settings, *, read_only: bool = False, pool_size: int = 2) -> sa.Engine:
@@ -159,6 +163,12 @@ def upgrade(settings: Settings, revision: str = "head") -> None:
     with translate_errors("upgrade"):
         command.upgrade(config, revision)
     logger.info("archive upgraded schema=%s revision=%s", settings.database_schema, revision)
+
+
+def chunks(items: Sequence[_T], size: int = PAIRS_PER_QUERY) -> Iterator[Sequence[_T]]:
+    """Yields: ``items`` in order, ``size`` at a time (the last chunk may be shorter)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 @contextmanager

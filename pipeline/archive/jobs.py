@@ -2,9 +2,8 @@
 
 A database module used by :class:`pipeline.archive.writer.ArchiveWriter` inside its transaction. The
 ``jobs`` row is read, folded with the batch's events by the pure
-:func:`pipeline.transcript.lifecycle.fold`
-and written back; the per-job advisory lock taken first makes that read-modify-write safe when
-several sinks share the topics.
+:func:`pipeline.transcript.lifecycle.fold` and written back; the per-job advisory lock taken first
+makes that read-modify-write safe when several sinks share the topics.
 """
 
 from __future__ import annotations

@@ -1,29 +1,26 @@
 r"""Archive writes for raw lines: ``COPY``, or ``COPY`` into a staging table and an upsert.
 
-A database module used by :class:`pipeline.archive.writer.ArchiveWriter` inside its transaction.
-A batch is first ``COPY``ed straight into ``stream_lines`` under a savepoint: when every line
-is new and every payload one ``jsonb`` accepts (nearly always), that is the whole write, at
-plain ``COPY``'s rate (bench ``sink-ingest``). When PostgreSQL refuses it (a line already
-archived: a batch read again after a crash; a payload ``jsonb`` refuses), the savepoint is
-rolled back and the batch takes the staging path.
-Why that path (``notes/measurements.md``): ``COPY`` into a temporary table followed by
-``INSERT INTO stream_lines SELECT ... ON CONFLICT (job_id, attempt, line_no, partition_at) DO
-NOTHING`` keeps
-about two thirds of plain ``COPY``'s rate while absorbing duplicates, where row-by-row upserts
-keep well under half. The staging table is created once per database session
-(``ON COMMIT DELETE ROWS``), and ``COPY`` runs in binary format, so ``raw`` goes to ``bytea``
-byte for byte, whatever it holds.
+A database module used by :class:`pipeline.archive.writer.ArchiveWriter` inside its transaction. A
+batch is first ``COPY``ed straight into ``stream_lines`` under a savepoint: when every line is new
+and every payload one ``jsonb`` accepts (nearly always), that is the whole write, at plain
+``COPY``'s rate (bench ``sink-ingest``). When PostgreSQL refuses it (a line already archived: a
+batch read again after a crash; a payload ``jsonb`` refuses), the savepoint is rolled back and the
+batch takes the staging path. Why that path (``notes/measurements.md``): ``COPY`` into a temporary
+table followed by ``INSERT INTO stream_lines SELECT ... ON CONFLICT (job_id, attempt, line_no,
+partition_at) DO NOTHING`` keeps about two thirds of plain ``COPY``'s rate while absorbing
+duplicates, where row-by-row upserts keep well under half. The staging table is created once per
+database session (``ON COMMIT DELETE ROWS``), and ``COPY`` runs in binary format, so ``raw`` goes to
+``bytea`` byte for byte, whatever it holds.
 
 ``payload`` is the line's JSON text cast to ``jsonb`` inside PostgreSQL. A line Python parses
 but ``jsonb`` refuses (``\u0000``, a lone surrogate, ``NaN``, a number out of range) would fail
 the cast; then the insert is redone under a savepoint through ``try_jsonb`` (migration 0001),
 and such lines keep ``payload`` NULL with the reason in ``parse_error``.
 
-Tamper evidence and redaction (migration 0002): every staged row carries ``raw_sha256`` (of the
-line as received) and, when it continues its attempt's chain without a gap, its ``chain_hash``
+Tamper evidence and redaction (migration 0002): every staged row carries ``raw_sha256`` (of the line
+as received) and, when it continues its attempt's chain without a gap, its ``chain_hash``
 (:mod:`pipeline.archive.chain`: computed in Python per attempt in line order, so the ``COPY`` path
-gains
-one sha256 per line and two index probes per batch). With redaction rules configured
+gains one sha256 per line and two index probes per batch). With redaction rules configured
 (:class:`pipeline.archive.redaction.Redactor`), ``raw`` is the redacted line, marked ``redacted``.
 
 :func:`write_lines` also says which lines its statement inserted, each in the form its row

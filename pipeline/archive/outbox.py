@@ -9,15 +9,13 @@ acknowledged them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
 from models.records import AnswerRecord
-from pipeline.archive.engine import translate_errors
-
-PAIRS_PER_QUERY: Final = 500
+from pipeline.archive.engine import chunks, translate_errors
 
 _PENDING = """
 SELECT a.job_id, a.attempt, j.run_id, j.question, j.persona, j.identity, a.chat_id,
@@ -72,7 +70,7 @@ def pending_answers(engine: sa.Engine, pairs: Sequence[tuple[str, int]]) -> list
     """
     out: list[AnswerRecord] = []
     with translate_errors("read answers outbox"), engine.connect() as conn:
-        for chunk in _chunks(pairs, PAIRS_PER_QUERY):
+        for chunk in chunks(pairs):
             params = {"jobs": [p[0] for p in chunk], "attempts": [p[1] for p in chunk]}
             out += [answer_record(row) for row in conn.execute(sa.text(_PENDING), params)]
     return out
@@ -87,8 +85,3 @@ def mark_published(engine: sa.Engine, records: Sequence[AnswerRecord]) -> None:
     keys = [{"job_id": r.job_id, "attempt": r.attempt} for r in records]
     with translate_errors("mark answers published"), engine.begin() as conn:
         conn.execute(sa.text(_MARK), keys)
-
-
-def _chunks(items: Sequence[tuple[str, int]], size: int) -> Iterable[Sequence[tuple[str, int]]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

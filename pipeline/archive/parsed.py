@@ -20,8 +20,9 @@ an attempt all of whose lines are kept so reads none of them back
 insert (the key was already stored: a redelivered record, another sink, a ``dlq replay``) is
 kept as received, and is only used where the stored bytes read back are equal to it.
 
-Entries claiming an insertion are only as good as the transaction that made them: the writer
-drops them again (:meth:`ParsedLines.drop`) when that transaction does not commit.
+Entries claiming an insertion are only as good as the transaction that made them: the writer's
+:class:`~pipeline.archive.attempt_state.AttemptState` drops them again (:meth:`ParsedLines.drop`)
+when that transaction does not commit; its docstring states the rule for both stores.
 """
 
 from __future__ import annotations

@@ -1,19 +1,17 @@
 """The PostgreSQL archive's tables (SQLAlchemy Core).
 
-Part of the only package that imports SQLAlchemy (with the migrations). The tables carry no
-schema: every archive connection has ``settings.database_schema`` as its ``search_path``
-(:func:`pipeline.archive.engine.create_engine`), so tests can use a fresh schema each. The
-migration
-(``migrations/versions/0001_archive.py``) creates the same tables explicitly; a test checks
-that the two agree.
+Part of the only package that imports SQLAlchemy (with the migrations). The tables carry no schema:
+every archive connection has ``settings.database_schema`` as its ``search_path``
+(:func:`pipeline.archive.engine.create_engine`), so tests can use a fresh schema each. The migration
+(``migrations/versions/0001_archive.py``) creates the same tables explicitly; a test checks that the
+two agree.
 
 Tables (design.md, "Archive tables"), one row per:
 
 * ``runs``: batch run (written by ``chatscribe batch``).
 * ``jobs``: question asked as one identity; folded from lifecycle events
-  (:mod:`pipeline.transcript.lifecycle`); ``normalised_attempt`` is the latest attempt whose
-  derived rows
-  are written.
+  (:mod:`pipeline.transcript.lifecycle`); ``normalised_attempt`` is the latest attempt whose derived
+  rows are written.
 * ``job_events``: lifecycle event, as received (``payload``) — key (job, attempt, kind).
 * ``stream_lines``: raw NDJSON line, bytes exactly as received — key (job, attempt, line_no);
   ``raw_sha256`` and ``chain_hash`` make it tamper-evident (:mod:`pipeline.archive.chain`, migration

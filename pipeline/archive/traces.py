@@ -10,14 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final
 
 import sqlalchemy as sa
 
-from pipeline.archive.engine import translate_errors
-
-PAIRS_PER_QUERY: Final = 500
-"""Turns read per page, and whose tool calls are read in one query."""
+from pipeline.archive.engine import PAIRS_PER_QUERY, translate_errors
 
 # Each query's columns are its row class's fields in order (rows are built by position).
 _TURNS = """

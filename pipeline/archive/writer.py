@@ -21,8 +21,9 @@ One :meth:`ArchiveWriter.write_batch` call is one transaction (design.md, "Flow"
 3. lines ``COPY``'d into ``stream_lines``, or into a temporary staging table and then
    ``INSERT INTO stream_lines SELECT ... ON CONFLICT DO NOTHING`` (:mod:`pipeline.archive.lines`);
    the lines this statement inserted are kept, parsed and as stored, in the writer's
-   :class:`~pipeline.archive.parsed.ParsedLines`, and folded into their attempt's transcript
-   as soon as they continue it in line order (dropped again if the transaction fails);
+   :class:`~pipeline.archive.attempt_state.AttemptState`, and folded into their attempt's
+   transcript as soon as they continue it in line order (that state's invariant says what a
+   rolled-back batch leaves there: nothing);
 4. every touched (job, attempt) whose terminal event gave a ``line_count`` equal to the lines
    stored, and which has no ``answers`` row yet, is normalised (:mod:`pipeline.archive.derived`),
    from its fold when the writer folded every line, else from the lines read back.
@@ -47,16 +48,14 @@ from typing import Final
 
 import sqlalchemy as sa
 
-from models.archive import INT32_MAX, INT32_MIN
 from models.records import TERMINAL_EVENTS, JobEvent, LineEnvelope
 from pipeline.archive import derived as archive_derived
 from pipeline.archive import jobs as archive_jobs
 from pipeline.archive import lines as archive_lines
 from pipeline.archive import partitions as archive_partitions
 from pipeline.archive import seals as archive_seals
-from pipeline.archive.chain import KnownHeads
+from pipeline.archive.attempt_state import AttemptState
 from pipeline.archive.engine import create_engine, translate_errors
-from pipeline.archive.parsed import LineKey, ParsedLines
 from pipeline.archive.redaction import Redactor
 from pipeline.collector import collector_paused
 from pipeline.errors import ArchiveRejectedError, ArchiveUnavailableError
@@ -99,31 +98,14 @@ class BatchOutcome:
     open_folds: int = 0
 
 
-def refusal(job_id: str, *numbers: int) -> str | None:
-    """Says why PostgreSQL could never store a record, before it is tried.
-
-    Args:
-        job_id: The record's job id (a ``text`` key).
-        numbers: Its ``integer`` key columns (attempt, line number, line count).
-
-    Returns:
-        The reason, or None when the record is storable. Raw line bytes are ``bytea`` and other
-        text is cleaned on the way in (:func:`models.archive.storable`), so only keys matter.
-    """
-    if "\x00" in job_id:
-        return "job id contains NUL, which PostgreSQL text cannot hold"
-    too_big = [n for n in numbers if not INT32_MIN <= n <= INT32_MAX]
-    if too_big:
-        return f"{too_big[0]} is outside PostgreSQL's integer range"
-    return None
-
-
 class ArchiveWriter:
     """Writes sink batches into the archive, one transaction each (module docstring).
 
     Args:
         engine: From :func:`create_engine`; the writer does not own it unless built with
             :meth:`from_settings`; its connections' ``search_path`` is the archive's schema.
+        state: What the writer knows of open attempts across batches (default: a new
+            :class:`~pipeline.archive.attempt_state.AttemptState`, its invariant there).
     """
 
     def __init__(
@@ -133,12 +115,12 @@ class ArchiveWriter:
         owns_engine: bool = False,
         redactor: Redactor | None = None,
         anchor: archive_seals.Anchor | None = None,
+        state: AttemptState | None = None,
     ) -> None:
         self._engine = engine
         self._redactor = redactor
         self._anchor = anchor
-        self._parsed = ParsedLines()
-        self._heads = KnownHeads()
+        self._state = state if state is not None else AttemptState()
         self._owns_engine = owns_engine
         self.batches = 0
         self.lines_inserted = 0
@@ -163,6 +145,11 @@ class ArchiveWriter:
             f"lines_inserted={self.lines_inserted} events_inserted={self.events_inserted} "
             f"attempts_normalised={self.attempts_normalised}>"
         )
+
+    @property
+    def engine(self) -> sa.Engine:
+        """The engine the writer writes through (the sink reads its answers outbox with it)."""
+        return self._engine
 
     def close(self) -> None:
         """Disposes of the engine when the writer created it."""
@@ -191,27 +178,22 @@ class ArchiveWriter:
         checked = self._partitions_checked
         if checked is None or started - checked >= PARTITION_CHECK_S:
             self._ensure_partitions_quietly()
-        claimed: list[LineKey] = []
-        try:
+        parsed = self._state.parsed
+        with self._state.batch() as claims:
             with collector_paused(), translate_errors("write_batch"), self._engine.begin() as conn:
                 events_inserted, jobs_updated = self._write_events(conn, lines, events)
                 lines = _refuse_late(conn, lines)
                 written = archive_lines.write_lines(
-                    conn, lines, redactor=self._redactor, known_heads=self._heads
+                    conn, lines, redactor=self._redactor, known_heads=self._state.heads
                 )
-                claimed = self._parsed.add(lines, written.stored)
+                claims.keep(lines, written.stored)
                 touched = _touched(lines, events)
-                self._parsed.fold(touched)
+                parsed.fold(touched)
                 normalised = archive_derived.normalise_ready(
-                    conn, touched, known=self._parsed.known, folds=self._parsed.folds
+                    conn, touched, known=parsed.known, folds=parsed.folds
                 )
                 self._seal(conn, normalised, events)
-        except BaseException:
-            self._parsed.drop(claimed)  # rolled back: those rows were never stored
-            raise
-        self._parsed.forget(normalised)
-        self._heads.learn(written.heads)  # committed
-        self._heads.forget(normalised)
+            claims.committed(heads=written.heads, normalised=normalised)
         outcome = BatchOutcome(
             lines=len(lines),
             events=len(events),
@@ -220,9 +202,9 @@ class ArchiveWriter:
             jobs_updated=jobs_updated,
             normalised=tuple(normalised),
             elapsed_s=time.monotonic() - started,
-            kept_bytes=self._parsed.bytes,
-            folded_bytes=self._parsed.folded_bytes,
-            open_folds=len(self._parsed.folds),
+            kept_bytes=parsed.bytes,
+            folded_bytes=parsed.folded_bytes,
+            open_folds=len(parsed.folds),
         )
         self._count(outcome)
         return outcome

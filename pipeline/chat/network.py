@@ -8,7 +8,7 @@ when the timeout is None), enters a resource guard, yields to the event loop onc
 (``checkpoint``) and maps exceptions through a generator context manager. An LLM-paced stream
 arrives as one small chunk per line, so that is paid per line: a plain httpx reader of paced
 streams spent ~80 µs of CPU per line, of which this backend saves ~20 µs (issue 13; the
-measurement is in ``bench/README.md``, "Paced").
+measurement is in ``bench/history.md``, "second round").
 
 :class:`AsyncioBackend` keeps everything above the socket as it was: httpx builds the request,
 httpcore pools the connections and parses HTTP/1.1 (h11), the ``ssl`` module does TLS. It only

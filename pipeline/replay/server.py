@@ -49,7 +49,7 @@ from chat_api import (
     ThreadOwnerError,
     UnauthorizedError,
 )
-from chat_api.http import error_response, read_body
+from chat_api.http import aborted_within, error_response, read_body
 from models import json_values, wire
 from models.chat import AbortRequest, ChatRequest, SessionSettings
 from pipeline.archive.engine import ArchiveEngine, create_engine
@@ -158,7 +158,7 @@ class ReplayService:
         for line in lines:
             if previous is not None and self._speed > 0:
                 gap = (line.received_at - previous).total_seconds() / self._speed
-                if await _aborted_within(abort, min(max(gap, 0.0), MAX_GAP_S)):
+                if await aborted_within(abort, min(max(gap, 0.0), MAX_GAP_S)):
                     yield ABORTED_LINE
                     return
             if abort.is_set():
@@ -177,14 +177,6 @@ class ReplayService:
             matched |= hmac.compare_digest(given, known)
         if not matched:
             raise UnauthorizedError("invalid API key")
-
-
-async def _aborted_within(event: asyncio.Event, seconds: float) -> bool:
-    try:
-        await asyncio.wait_for(event.wait(), timeout=seconds)
-    except TimeoutError:
-        return False
-    return True
 
 
 def _chat_id(lines: list[StoredLine]) -> str | None:

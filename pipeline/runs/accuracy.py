@@ -13,10 +13,9 @@ A question may carry the result it should produce, per persona (``"*"``: any per
 
 A job *matches* when its result (the last SQL query that returned rows) equals the expected rows
 under :func:`pipeline.transcript.result_compare.results_match`: column order free, row order only
-when
-``ordered`` (default: when the job's SQL orders), numbers within ``rel_tol``. Execution accuracy
-is the share of jobs with an expectation that match (the text-to-SQL metric). Partial credit
-(:func:`partial_score`), repeated cases and threads: :mod:`pipeline.runs.scores`.
+when ``ordered`` (default: when the job's SQL orders), numbers within ``rel_tol``. Execution
+accuracy is the share of jobs with an expectation that match (the text-to-SQL metric). Partial
+credit (:func:`partial_score`), repeated cases and threads: :mod:`pipeline.runs.scores`.
 """
 
 from __future__ import annotations

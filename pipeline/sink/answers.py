@@ -33,10 +33,9 @@ from cloudevents.core.v1.event import CloudEvent
 
 from models import schemas, wire
 from models.records import AnswerRecord, JobEvent, LineEnvelope, utc_now
-from pipeline.archive.engine import create_engine
+from pipeline.archive.engine import ArchiveEngine
 from pipeline.archive.outbox import mark_published, pending_answers
 from pipeline.kafka.clients import Pending, delivered, send
-from pipeline.settings import Settings
 
 logger = logging.getLogger(__name__)
 _FORMAT = JSONFormat()
@@ -74,22 +73,19 @@ class AnswerPublisher:
     """Publishes unpublished answers of touched attempts (module docstring).
 
     Args:
-        settings: Database and topic settings.
+        engine: The archive's engine (the sink's writer's); not owned.
+        topic: The ``chat.answers`` topic, its prefix applied.
         producer: A started aiokafka producer (the sink's); not owned.
     """
 
-    def __init__(self, settings: Settings, producer: Any) -> None:
-        self._engine = create_engine(settings)
-        self._topic = settings.topic(wire.TOPIC_ANSWERS)
+    def __init__(self, engine: ArchiveEngine, topic: str, producer: Any) -> None:
+        self._engine = engine
+        self._topic = topic
         self._producer = producer
         self.published = 0
 
     def __repr__(self) -> str:
         return f"<AnswerPublisher topic={self._topic} published={self.published}>"
-
-    def close(self) -> None:
-        """Disposes of the publisher's engine."""
-        self._engine.dispose()
 
     async def publish(self, lines: Sequence[LineEnvelope], events: Sequence[JobEvent]) -> int:
         """Publishes the batch's unpublished answers and marks them published.

@@ -3,18 +3,17 @@
 Pure functions (no I/O) used by :class:`pipeline.sink.loop.Sink` for every batch. A ``chat.lines``
 record becomes a :class:`models.records.LineEnvelope` (value = the raw line, metadata in
 headers); a ``chat.job-events`` record a :class:`models.records.JobEvent`. A record that cannot
-be decoded, or whose keys PostgreSQL could never store (:func:`pipeline.archive.writer.refusal`), is
+be decoded, or whose keys PostgreSQL could never store (:func:`models.archive.key_refusal`), is
 returned with the reason, for the dead-letter topic (design.md, "Flow").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from models.archive import key_refusal
 from models.errors import LineRecordError
 from models.records import JobEvent, LineEnvelope
-from pipeline.archive.writer import BatchOutcome, refusal
 from pipeline.collector import collector_paused
 from pipeline.errors import InvalidRecordError
 from pipeline.kafka.dead_letters import Record
@@ -23,26 +22,6 @@ Item = tuple[Record, LineEnvelope | JobEvent]
 """A record and its decoded value."""
 Dead = tuple[Record, InvalidRecordError]
 """A record and why it cannot be archived (the error carries the reason and the position)."""
-
-
-@dataclass(frozen=True)
-class BatchReport:
-    """What :meth:`Sink.run_once` did with one batch.
-
-    Attributes:
-        records: Records fetched (0: nothing arrived within ``sink_batch_wait_ms``).
-        lines, events: Records archived from each topic.
-        dead_lettered: Records sent to the dead-letter topic.
-        outcome: The writer's report (None when the batch was split or empty).
-        committed: Whether the batch's offsets were committed.
-    """
-
-    records: int
-    lines: int = 0
-    events: int = 0
-    dead_lettered: int = 0
-    outcome: BatchOutcome | None = None
-    committed: bool = False
 
 
 def decode_batch(
@@ -87,10 +66,10 @@ def decode_record(
     value: LineEnvelope | JobEvent
     if record.topic == lines_topic:
         value = LineEnvelope.from_record(record.key, record.value, record.headers)
-        problem = refusal(value.job_id, value.attempt, value.line_no)
+        problem = key_refusal(value.job_id, value.attempt, value.line_no)
     elif record.topic == events_topic:
         value = JobEvent.from_value(record.value or b"")
-        problem = refusal(value.job_id, value.attempt, value.line_count or 0)
+        problem = key_refusal(value.job_id, value.attempt, value.line_count or 0)
     else:
         raise ValueError(f"record from unexpected topic {record.topic}")
     if problem is not None:

@@ -83,7 +83,7 @@ from pipeline.kafka.lag import assigned_lag
 from pipeline.settings import Settings
 from pipeline.sink import metrics
 from pipeline.sink.answers import AnswerPublisher
-from pipeline.sink.decode import BatchReport, Dead, Item, invalid_record
+from pipeline.sink.decode import Dead, Item, invalid_record
 from pipeline.sink.prefetch import (
     LINGER_UNTIL_RECORDS,
     Batches,
@@ -112,6 +112,26 @@ lines per request, each request costing the broker and the sink CPU (at C=200 th
 31 µs of CPU per line, issue 13); 50 ms is well inside the sink's 200 ms linger."""
 LAG_EVERY_S: Final = 1.0
 """Least seconds between two updates of the consumer-lag gauge."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchReport:
+    """What :meth:`Sink.run_once` did with one batch.
+
+    Attributes:
+        records: Records fetched (0: nothing arrived within ``sink_batch_wait_ms``).
+        lines, events: Records archived from each topic.
+        dead_lettered: Records sent to the dead-letter topic.
+        outcome: The writer's report (None when the batch was split or empty).
+        committed: Whether the batch's offsets were committed.
+    """
+
+    records: int
+    lines: int = 0
+    events: int = 0
+    dead_lettered: int = 0
+    outcome: BatchOutcome | None = None
+    committed: bool = False
 
 
 class Sink:
@@ -180,7 +200,9 @@ class Sink:
             self._writer = ArchiveWriter.from_settings(self._settings)
         self._producer = create_producer(self._settings, client_id="chatscribe-sink")
         await self._producer.start()
-        self._answers = AnswerPublisher(self._settings, self._producer)
+        self._answers = AnswerPublisher(
+            self._writer.engine, self._settings.topic(wire.TOPIC_ANSWERS), self._producer
+        )
         if self._settings.otel_endpoint is not None:
             self._traces = TracePublisher(self._settings)
         self._consumer = create_consumer(
@@ -212,8 +234,6 @@ class Sink:
             await self._producer.stop()
         if self._owns_writer and self._writer is not None:
             self._writer.close()
-        if self._answers is not None:
-            self._answers.close()
         if self._traces is not None:
             self._traces.close()
         logger.info("sink stopped %r", self)

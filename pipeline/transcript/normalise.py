@@ -1,9 +1,8 @@
 """Normalise one attempt's NDJSON lines into archive rows (pure, no I/O).
 
-A job's attempt produces numbered lines (``chat.lines``); :func:`normalise` turns them into the
-rows of the derived archive tables (``messages``, ``tool_calls``, ``sql_queries``, ``answers``;
-see :mod:`pipeline.archive.tables`). The raw lines stay the source of truth, so the derived rows
-can be
+A job's attempt produces numbered lines (``chat.lines``); :func:`normalise` turns them into the rows
+of the derived archive tables (``messages``, ``tool_calls``, ``sql_queries``, ``answers``; see
+:mod:`pipeline.archive.tables`). The raw lines stay the source of truth, so the derived rows can be
 recomputed at any time.
 
 Rules (``field-notes.md``, "Merging lines into messages" and "Tool names and payloads";

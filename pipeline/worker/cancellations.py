@@ -1,9 +1,8 @@
 """Cancellations a worker received (``chat.cancellations``), for its jobs (pure, no I/O).
 
-A cancellation record's key is the job id and its value the reason (JSON ``{"reason": ...}``
-or text). A job running here is asked to abort (:class:`~pipeline.worker.job_runner.JobControl`);
-any other
-is remembered, in case its record arrives later (the job then ends aborted before it starts).
+A cancellation record's key is the job id and its value the reason (JSON ``{"reason": ...}`` or
+text). A job running here is asked to abort (:class:`~pipeline.worker.job_runner.JobControl`); any
+other is remembered, in case its record arrives later (the job then ends aborted before it starts).
 """
 
 from __future__ import annotations

@@ -92,16 +92,15 @@ HANDOVER_POLL_S: Final = 0.5
 class HandOver:
     """Hands the running jobs over when a rebalance has waited ``grace_s`` for them.
 
-    faust's rebalance waits for every running job (module docstring); a job streams for up to
-    its deadline (300 s by default), and the whole group waits with it. So when a rebalance (or
-    a stop) has waited ``grace_s``, the jobs that were running when it began are handed over:
-    their task is cancelled (the HTTP stream is closed; the Chat API goes on with the turn), the
-    job's record is published again to ``chat.requests`` (same key, value, headers and
-    timestamp, so the same partition), and only then is the original acked. Whoever gets the
-    partition reads the job's events back: its attempt has no terminal event, so it records it
-    as superseded and continues with a state fetch (:mod:`pipeline.worker.attempts`). A worker
-    killed
-    between the two leaves both records; the second finds the job finished and only acks it.
+    faust's rebalance waits for every running job (module docstring); a job streams for up to its
+    deadline (300 s by default), and the whole group waits with it. So when a rebalance (or a stop)
+    has waited ``grace_s``, the jobs that were running when it began are handed over: their task is
+    cancelled (the HTTP stream is closed; the Chat API goes on with the turn), the job's record is
+    published again to ``chat.requests`` (same key, value, headers and timestamp, so the same
+    partition), and only then is the original acked. Whoever gets the partition reads the job's
+    events back: its attempt has no terminal event, so it records it as superseded and continues
+    with a state fetch (:mod:`pipeline.worker.attempts`). A worker killed between the two leaves
+    both records; the second finds the job finished and only acks it.
 
     Args:
         waiting: True while faust waits for the running jobs (``app.rebalancing`` or

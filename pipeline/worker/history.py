@@ -9,12 +9,11 @@ write, and the next worker would reuse an attempt number and write different lin
 same (job, attempt, line) keys. Its recovery also reads the whole changelog on every rebalance.
 
 How: every record about a job is keyed by its id, so the job's events are in one partition of
-``chat.job-events`` (the Java client's murmur2 partitioner). The first lookup for a partition
-after an assignment scans that partition once, from the submission time of the job looked up
-(minus a margin for clock skew between producers) to its end, and folds the events into
+``chat.job-events`` (the Java client's murmur2 partitioner). The first lookup for a partition after
+an assignment scans that partition once, from the submission time of the job looked up (minus a
+margin for clock skew between producers) to its end, and folds the events into
 :class:`~pipeline.worker.attempts.PriorAttempts` per job. Jobs not yet committed can only have
-events
-after their own submission. Within one assignment no other worker runs jobs of the partition,
+events after their own submission. Within one assignment no other worker runs jobs of the partition,
 so the index stays right until the next rebalance (:meth:`JobHistory.forget`).
 """
 

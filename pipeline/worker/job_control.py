@@ -135,7 +135,7 @@ class RetryPolicy:
         """Calls ``fn()`` and retries its transient errors as :meth:`retrying` does.
 
         The first call is made directly: a tenacity controller costs ~0.1 ms of CPU per call
-        it wraps (100 short streams at once, ``bench/README.md``, "sixth round"), and nearly
+        it wraps (100 short streams at once, ``bench/history.md``, "sixth round"), and nearly
         every call succeeds. The controller is built once the first call fails with a
         :class:`~pipeline.errors.TransientError`, and takes that failure as its first
         attempt's outcome: the waits, stops, logs and throttle counts are those of a
@@ -261,7 +261,7 @@ class JobControl:
         """Sets who is told the reason when an abort is requested (None: nobody).
 
         The runner's attempt listens while its stream is open (a callback, not a task per
-        job: ``bench/README.md``, "sixth round"); a request made before it listened is told
+        job: ``bench/history.md``, "sixth round"); a request made before it listened is told
         at once.
         """
         self._on_abort = listener

@@ -11,9 +11,8 @@ No faust and no Kafka client here. :class:`JobRunner` talks to the Chat API thro
   ``max_attempt_bytes`` bytes: past either the stream is closed and the attempt fails
   (:class:`~pipeline.errors.ChatResponseTooLargeError`); the lines before it stay published.
 * At the deadline (``job.deadline_s`` cut to ``job_deadline_max_s``, or the default) or on a
-  cancellation the runner calls the
-  abort endpoint once the chat id is known and keeps reading to the end; ``abort_grace_s`` after
-  the request it closes the stream itself.
+  cancellation the runner calls the abort endpoint once the chat id is known and keeps reading to
+  the end; ``abort_grace_s`` after the request it closes the stream itself.
 * The terminal event follows :func:`pipeline.worker.attempts.outcome`.
 * ``started`` is durable before the Chat API is called, so a worker taking the job over after a
   crash knows the attempt number (:func:`pipeline.worker.attempts.plan_attempt`).

@@ -156,6 +156,16 @@ def test_pipeline_imports_chat_api_only_from_cli_and_replay() -> None:
     assert broken == []
 
 
+def test_the_sink_decoder_imports_nothing_of_the_archive() -> None:
+    """``pipeline/sink/decode.py`` decodes records; the key rules it checks are in ``models``."""
+    broken = [
+        str(i)
+        for i in IMPORTS
+        if i.importer == "pipeline.sink.decode" and _within(i.module, "pipeline.archive")
+    ]
+    assert broken == []
+
+
 def _exported(package: str) -> set[str]:
     """Returns: the names in ``__all__`` of ``package``'s ``__init__.py`` (empty if none)."""
     init = ROOT.joinpath(*package.split("."), "__init__.py")
@@ -187,19 +197,43 @@ def test_pipeline_uses_only_what_chat_api_exports_on_purpose() -> None:
     assert broken == []
 
 
-def test_every_package_names_its_public_surface() -> None:
-    missing = [
-        _module_name(init.parent / "__init__.py")
-        for package in PACKAGES
-        for init in (ROOT / package).rglob("__init__.py")
-        if not _exported(_module_name(init))
+def _packages() -> list[str]:
+    return sorted(_module_name(init) for p in PACKAGES for init in (ROOT / p).rglob("__init__.py"))
+
+
+def _is_module(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def test_package_faces_are_plain_imports() -> None:
+    """A face is a docstring, or eager imports plus ``__all__``: no PEP 562 ``__getattr__``."""
+    lazy = [
+        package
+        for package in _packages()
+        for node in ast.parse(ROOT.joinpath(*package.split("."), "__init__.py").read_text()).body
+        if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
     ]
-    assert missing == []
+    assert lazy == []
+
+
+def test_names_taken_from_a_package_face_are_exported() -> None:
+    """``from package import name`` (not a submodule) needs ``name`` in the face's ``__all__``."""
+    packages = set(_packages())
+    broken = [
+        str(i)
+        for i in IMPORTS
+        if i.module in packages
+        and i.name is not None
+        and not _is_module(f"{i.module}.{i.name}")
+        and i.name not in _exported(i.module)
+    ]
+    assert broken == []
 
 
 @pytest.mark.parametrize("package", ["models", "pipeline", "chat_api"])
 def test_every_exported_name_exists(package: str) -> None:
-    """Each ``__all__`` entry resolves (lazily loaded names included)."""
+    """Each ``__all__`` entry resolves once the package is imported."""
     import importlib
 
     for init in sorted((ROOT / package).rglob("__init__.py")):
@@ -207,6 +241,56 @@ def test_every_exported_name_exists(package: str) -> None:
         module = importlib.import_module(name)
         for exported in _exported(name):
             assert getattr(module, exported, None) is not None, f"{name}.{exported}"
+
+
+BASE_MODULES = ("errors", "settings")
+"""A top package's error tree and settings: every part may import them; they are not parts."""
+
+
+def _part(module: str, top: str) -> str | None:
+    """Returns: the first name below ``top`` (a subpackage or module), None for the base."""
+    parts = module.split(".")
+    if parts[0] != top or len(parts) < 2 or parts[1] in BASE_MODULES:
+        return None
+    return parts[1]
+
+
+def _part_cycles(imports: list[Import], top: str) -> list[list[str]]:
+    """Returns: each cycle between ``top``'s parts as the path of parts, with an import per hop."""
+    edges: dict[str, dict[str, Import]] = {}
+    for i in imports:
+        source, target = _part(i.importer, top), _part(i.module, top)
+        if source and target and source != target:
+            edges.setdefault(source, {}).setdefault(target, i)
+    cycles: list[list[str]] = []
+
+    def walk(path: list[str]) -> None:
+        for target, found in sorted(edges.get(path[-1], {}).items()):
+            if target == path[0]:
+                cycles.append([*path, target, str(found)])
+            elif target not in path and target > path[0]:
+                walk([*path, target])
+
+    for start in sorted(edges):
+        walk([start])
+    return cycles
+
+
+@pytest.mark.parametrize("top", ["pipeline", "chat_api"])
+def test_no_cycles_between_parts(top: str) -> None:
+    """Subpackages and top-level modules (the base aside) depend on each other one way only."""
+    assert _part_cycles(IMPORTS, top) == []
+
+
+def test_a_cycle_between_parts_is_caught() -> None:
+    found = [
+        *_imports_of_text("from chat_api.agent import Toolbox\n", importer="chat_api.semantic.x"),
+        *_imports_of_text("from chat_api.semantic import y\n", importer="chat_api.agent"),
+        *_imports_of_text("from chat_api.errors import E\n", importer="chat_api.agent"),
+    ]
+    assert [cycle[:3] for cycle in _part_cycles(found, "chat_api")] == [
+        ["agent", "semantic", "agent"]
+    ]
 
 
 def test_the_rules_would_catch_a_breach(tmp_path: Path) -> None:

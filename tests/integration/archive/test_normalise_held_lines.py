@@ -18,6 +18,7 @@ from bench.transcripts import load_transcripts
 from models import wire
 from models.records import JobEvent
 from pipeline.archive import derived
+from pipeline.archive.attempt_state import AttemptState
 from pipeline.archive.parsed import ParsedLines
 from pipeline.archive.redaction import Redactor
 from pipeline.archive.writer import ArchiveWriter
@@ -114,8 +115,8 @@ def test_lines_arriving_out_of_order_across_batches_are_folded_without_reading_b
 def test_an_attempt_whose_fold_left_the_budget_is_read_back(
     engine: sa.Engine, read_back: list[tuple[str, int]]
 ) -> None:
-    writer = ArchiveWriter(engine)
-    writer._parsed = ParsedLines(max_folded_bytes=1)  # every fold is dropped at once
+    every_fold_dropped = AttemptState(parsed=ParsedLines(max_folded_bytes=1))
+    writer = ArchiveWriter(engine, state=every_fold_dropped)
     lines = envelopes("j-budget", _transcript("Sent"))
     writer.write_batch(lines[:2], opening_events("j-budget"))
     outcome = writer.write_batch(lines[2:], [_completed("j-budget", len(lines))])

@@ -394,6 +394,23 @@ async def test_sink_publishes_the_answer_as_a_cloudevent_that_matches_its_schema
     assert _schema_errors(wire.TOPIC_ANSWERS, json.loads(record.value)) == []
 
 
+async def test_sink_reads_the_answers_outbox_of_the_archive_its_writer_writes(
+    settings: Settings, engine: sa.Engine, produce: Produce
+) -> None:
+    """The answer publisher uses the writer's engine, not one of its own from the settings."""
+    lines, events = _records("job-outbox")
+    await produce(lines, events)
+    elsewhere = settings.model_copy(update={"database_schema": f"{settings.database_schema}_none"})
+    sink = await _started(elsewhere, writer=ArchiveWriter(engine))
+    try:
+        await _run_until(sink, lambda: _normalised(engine, "job-outbox"))
+    finally:
+        await sink.stop()
+    (record,) = await _read(settings, wire.TOPIC_ANSWERS, 1)
+    assert record.key == b"job-outbox"
+    assert _count(engine, "SELECT count(*) FROM answers WHERE published_at IS NULL") == 0
+
+
 async def test_restart_before_the_offset_commit_writes_nothing_twice(
     settings: Settings, engine: sa.Engine, produce: Produce
 ) -> None:

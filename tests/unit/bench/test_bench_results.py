@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from datetime import UTC, datetime
@@ -12,6 +13,7 @@ import pytest
 from bench.results import (
     Result,
     Target,
+    append_history,
     format_line,
     format_number,
     percentile,
@@ -103,3 +105,25 @@ def test_write_json_writes_stamped_and_latest_files(tmp_path: Path) -> None:
     assert first["target"] == {"comparison": ">=", "value": 0.5}
     assert first["details"] == {"n": 3}
     assert stored["results"][1]["met"] is None
+
+
+def test_history_gets_one_row_per_figure_and_its_header_once(tmp_path: Path) -> None:
+    history = tmp_path / "history.csv"
+    results = [
+        Result("a", 2.0, 4.0, "lines/s", "COPY", target=Target(">=", 0.5)),
+        Result("b", 3.0, 0.0, "ms", "httpx", baseline_unit="s"),
+    ]
+    first = datetime(2026, 11, 23, 12, 30, 5, tzinfo=UTC)
+    for started, commit in ((first, "abc1234"), (first.replace(hour=13), "def5678+")):
+        document = results_document(results, scale="small", wall_time_s=1.0, started_at=started)
+        assert append_history(document, commit=commit, machine="box", path=history) == 2
+    rows = list(csv.DictReader(history.open(encoding="utf-8")))
+    assert history.read_text().count("started_at,commit,") == 1
+    assert [(r["commit"], r["name"], r["ratio"], r["met"]) for r in rows] == [
+        ("abc1234", "a", "0.5", "met"),
+        ("abc1234", "b", "", ""),
+        ("def5678+", "a", "0.5", "met"),
+        ("def5678+", "b", "", ""),
+    ]
+    assert (rows[1]["unit"], rows[1]["baseline_unit"], rows[1]["machine"]) == ("ms", "s", "box")
+    assert rows[2]["started_at"].startswith("2026-11-23T13:30:05")

@@ -23,8 +23,8 @@ from chat_api.agent import Toolbox, Turn, TurnRequest
 from chat_api.errors import InvalidRequestError, SessionUserGoneError, ThreadNotFoundError
 from chat_api.http.streaming import encode_line
 from chat_api.planner.vocabulary import load_vocabulary
+from chat_api.search import search_members
 from chat_api.semantic.model import SemanticModel, load_model
-from chat_api.semantic.search import search_members
 from chat_api.sql.compiler import compile_semantic_sql
 from chat_api.sql.policies import UserContext, resolve_access
 from chat_api.sql.warehouse import Warehouse

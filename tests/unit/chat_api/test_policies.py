@@ -8,8 +8,8 @@ import pytest
 from sqlglot import exp
 
 from chat_api.errors import AccessDeniedError, ModelError
+from chat_api.semantic.conditions import Scope, parse_condition, render_value
 from chat_api.semantic.model import SemanticModel, load_model
-from chat_api.sql.conditions import Scope, parse_condition, render_value
 from chat_api.sql.policies import UserContext, filter_expression, resolve_access
 
 SCOPE = Scope(

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from chat_api.errors import SemanticSqlError
+from chat_api.search import search_members
 from chat_api.semantic.model import SemanticModel, load_model
-from chat_api.semantic.search import search_members
 from chat_api.sql.compiler import compile_semantic_sql
 from chat_api.sql.policies import UserContext, resolve_access
 from chat_api.sql.warehouse import Warehouse

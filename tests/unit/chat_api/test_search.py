@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from chat_api.search import search_members, tokens
 from chat_api.semantic.model import SemanticModel, load_model
-from chat_api.semantic.search import search_members, tokens
 from chat_api.sql.policies import UserContext
 
 

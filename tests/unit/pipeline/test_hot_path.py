@@ -153,7 +153,8 @@ def test_httpcore_finds_its_async_library_without_searching_the_import_path() ->
     """The HTTP stack imports sniffio in every lock, event and cancellation shield (httpcore).
 
     Installed (pyproject.toml), the import is a ``sys.modules`` hit; missing, it searched
-    ``sys.path`` on every call, 15% of the worker's samples at 100 short streams (bench README).
+    ``sys.path`` on every call, 15% of the worker's samples at 100 short streams
+    (``bench/history.md``, "fifth round").
     """
     finder = _Finder()
 
