@@ -35,6 +35,7 @@ def show(run_id: RunId, json_output: JsonOutput = False) -> None:
     """Show a run's progress (jobs by status, finished of submitted) and its jobs so far."""
     from pipeline.archive.engine import create_engine
     from pipeline.archive.runs import read_run, run_progress, run_results, run_throttling
+    from pipeline.runs.accuracy import archived_run_scores
 
     settings = Settings()
     engine = create_engine(settings)
@@ -45,6 +46,7 @@ def show(run_id: RunId, json_output: JsonOutput = False) -> None:
         progress = run_progress(engine, run_id=run_id, expected=run.job_count)
         results = run_results(engine, run_id=run_id)
         throttling = run_throttling(engine, run_id=run_id)
+        scores = archived_run_scores(settings, run_id) if results else None
     finally:
         engine.dispose()
     if json_output:
@@ -53,6 +55,7 @@ def show(run_id: RunId, json_output: JsonOutput = False) -> None:
             "run": run.to_json(),
             "progress": progress.to_json(),
             "throttled": throttling.to_json(),
+            "accuracy": scores.to_json() if scores else None,
             "jobs": jobs,
         }
         print(json.dumps(document, ensure_ascii=False))
@@ -68,6 +71,8 @@ def show(run_id: RunId, json_output: JsonOutput = False) -> None:
     )
     if results:
         console.print(summary(results))
+    for line in scores.lines() if scores else []:
+        console.print(line)
     console.print(throttling_line(throttling))
 
 

@@ -34,11 +34,12 @@ from pipeline.archive.console_queries import Connection, Engine
 from pipeline.archive.conversation import read_conversation
 from pipeline.archive.diff import diff_runs, load_run
 from pipeline.archive.replay import ndjson, read_attempt
+from pipeline.archive.verdicts import head_seq
 from pipeline.console import params, views
 from pipeline.console.security import SECURITY_HEADERS
 from pipeline.errors import QuestionsFileError, ReplayError, RunNotFoundError
 from pipeline.reports.audit_formats import to_csv, to_json
-from pipeline.runs.accuracy import expectations_of, score
+from pipeline.runs.accuracy import expectations_of, questions_expectations, run_scores, score
 from pipeline.runs.batch import load_questions
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ class ConsolePages:
         self._templates = templates
         self._scores: dict[str, str | None] = {}
         """Execution accuracy of finished runs, computed once per run and process."""
+        self._reviewed: dict[tuple[str, int], list[str] | None] = {}
+        """Automatic and reviewed accuracy per (run, newest verdict): new verdicts recompute."""
 
     @contextmanager
     def _conn(self) -> Iterator[Connection]:
@@ -104,6 +107,21 @@ class ConsolePages:
             logger.info("no accuracy run_id=%s source=%s error=%s", run_id, source, exc)
             return None
 
+    def _reviewed_lines(
+        self, conn: Connection, run_id: str, source: str | None
+    ) -> list[str] | None:
+        head = head_seq(conn)
+        if not head:
+            return None  # no verdict in the archive: nothing reviewed to show
+        if (run_id, head) not in self._reviewed:
+            try:
+                expectations = questions_expectations(source)
+            except QuestionsFileError:
+                expectations = {}
+            lines = run_scores(conn, run_id, expectations=expectations).lines()
+            self._reviewed[(run_id, head)] = lines
+        return self._reviewed[(run_id, head)]
+
     def run(self, request: Request) -> Response:
         """``GET /runs/{run_id}?status=&persona=&view=&sort=&desc=1&offset=``: a run's jobs."""
         run_id = params.identifier("run_id", request.path_params["run_id"])
@@ -132,6 +150,11 @@ class ConsolePages:
             accuracy = (
                 None if found[0].running else self._accuracy(conn, run_id, found[0].source_file)
             )
+            reviewed = (
+                None
+                if found[0].running
+                else self._reviewed_lines(conn, run_id, found[0].source_file)
+            )
         return self._page(
             "run.html",
             title=f"Run {found[0].name or run_id}",
@@ -143,6 +166,7 @@ class ConsolePages:
             desc=args.get("desc") == "1",
             facets=facets,
             accuracy=accuracy,
+            reviewed=reviewed,
             query=dict(args),
         )
 
