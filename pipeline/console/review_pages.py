@@ -17,10 +17,13 @@ Reads go through the console's read-only engine, as every other page. The one wr
 verdict, goes through a second engine that may write (:func:`pipeline.archive.engine.
 create_engine`) and needs a reviewer token even on 127.0.0.1: the ``chatscribe_reviewer``
 cookie (``HttpOnly``, ``SameSite=Strict``: a form on another site cannot send it) set by
-``/review/login``, or an ``X-Reviewer-Token`` header for scripts. A ``POST`` whose ``Origin``
-is not this console's is refused (OWASP "Cross-Site Request Forgery Prevention Cheat Sheet",
-"Verifying Origin With Standard Headers"). Keyboard: ``static/console.js`` (next, previous,
-verdict keys), every action also a plain link or button.
+``/review/login``, or an ``X-Reviewer-Token`` header for scripts. A ``POST`` from another site
+is refused: ``Sec-Fetch-Site`` other than ``same-origin``, or, from a browser that does not send
+it, an ``Origin`` that is not this console's (OWASP "Cross-Site Request Forgery Prevention Cheat
+Sheet", "Fetch Metadata headers" and "Verifying Origin With Standard Headers"; the console's
+``Referrer-Policy: no-referrer`` makes a browser send ``Origin: null`` even on its own forms).
+Keyboard: ``static/console.js`` (next, previous, verdict keys), every action also a plain link
+or button.
 """
 
 from __future__ import annotations
@@ -134,14 +137,16 @@ class ReviewPages:
             history = reviews.verdict_history(conn, queue_id, item.job_id)
         if conv is None:
             return self._error(404, f"job {item.job_id} is no longer in the archive")
+        shown = [views.conversation_view(c) for c in (conv, pair) if c is not None]
         return self._page(
             "review.html",
             title=f"Review {queue_id} · {pos}",
             queue=found[0],
             item=item,
             pos=pos,
-            conv=views.conversation_view(conv),
-            pair=views.conversation_view(pair) if pair is not None else None,
+            conv=shown[0],
+            pair=shown[1] if len(shown) > 1 else None,
+            charts=any(t["query"] and t["query"]["chart"] for c in shown for t in c["turns"]),
             history=history,
             reviewer=self._reviewer(request),
             keys=PAIR_KEYS if item.pair_job_id else KEYS,
@@ -209,9 +214,12 @@ def _token(request: Request) -> str | None:
 
 
 def _same_origin(request: Request) -> bool:
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:  # Fetch Metadata: sent by every current browser, whatever the referrer
+        return site in ("same-origin", "none")
     origin = request.headers.get("origin")
     if origin is None:
-        return True  # not a browser's cross-site form: the SameSite cookie guards those
+        return True  # not a browser (a script with the token header)
     host = request.headers.get("host", "")
     return origin in (f"http://{host}", f"https://{host}")
 

@@ -1,8 +1,6 @@
 """Review queues, reviewers and verdicts on a real PostgreSQL (issue 26, parts 1-3).
 
-Runs are written by ``COPY`` as the console bench writes them (``bench.console_pages``: each job
-completed with an answer and one SQL result ``[["UA", n]]``, plus the message of that SQL
-call), into a fresh migrated schema. The
+Runs are written by ``COPY`` into a fresh migrated schema (``review_support.copy_run``). The
 console is the real application, requested in process; ``verify`` is the real check, and the
 rows are changed by hand with plain SQL (the append-only trigger disabled first, as the table's
 owner can).
@@ -14,12 +12,10 @@ import json
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from bench.console_pages import _copy_run
 from pipeline.archive import reviews
 from pipeline.archive.audit import AuditFilter, read_entries
 from pipeline.archive.chain import verify
@@ -31,27 +27,13 @@ from pipeline.errors import ReviewerAuthError, ReviewRefusedError
 from pipeline.reports.audit_formats import to_csv
 from pipeline.runs.accuracy import run_scores
 from pipeline.settings import Settings
-from tests.conftest import psycopg_conninfo
+from tests.integration.archive.review_support import copy_run
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.timeout(120),
     pytest.mark.usefixtures("archive_schema"),
 ]
-
-
-def _run(settings: Settings, run_id: str, jobs: int) -> list[str]:
-    dsn = psycopg_conninfo(settings.database_url.get_secret_value())
-    with psycopg.connect(dsn) as conn:
-        _copy_run(conn, settings.database_schema, run_id, jobs)
-        conn.execute(f'SET search_path = "{settings.database_schema}"')
-        conn.execute(  # the SQL tool call's message, which results are ordered by
-            "INSERT INTO messages (job_id, attempt, message_id, role, is_final, is_delta_merged,"
-            " first_line, last_line, extra) SELECT job_id, 1, 't1', 'assistant', false, false,"
-            " 2, 2, '{}' FROM jobs WHERE run_id = %s",
-            (run_id,),
-        )
-    return [f"{run_id}-{n:06d}" for n in range(jobs)]
 
 
 def _queue(engine: sa.Engine, run_id: str, reviewer: str = "ana") -> str:
@@ -86,8 +68,8 @@ def _by_hand(engine: sa.Engine, statement: str) -> None:
 def test_queue_filters_select_by_run_persona_view_sample_and_failed(
     settings: Settings, engine: sa.Engine
 ) -> None:
-    jobs = _run(settings, "r1", 12)
-    _run(settings, "r2", 3)
+    jobs = copy_run(settings, "r1", 12)
+    copy_run(settings, "r2", 3)
     with engine.begin() as conn:
         reviews.add_reviewer(conn, "ana")
         select = reviews.select_jobs
@@ -107,8 +89,8 @@ def test_queue_filters_select_by_run_persona_view_sample_and_failed(
 
 
 def test_queue_of_answers_changed_since_a_run(settings: Settings, engine: sa.Engine) -> None:
-    _run(settings, "old", 4)
-    new = _run(settings, "new", 4)
+    copy_run(settings, "old", 4)
+    new = copy_run(settings, "new", 4)
     with engine.begin() as conn:
         conn.execute(
             sa.text("UPDATE sql_queries SET rows = '[[\"UA\", 99]]' WHERE job_id = :j"),
@@ -121,7 +103,7 @@ def test_queue_of_answers_changed_since_a_run(settings: Settings, engine: sa.Eng
 def test_a_changed_verdict_is_a_new_row_and_the_audit_carries_the_latest(
     settings: Settings, engine: sa.Engine
 ) -> None:
-    jobs = _run(settings, "r1", 3)
+    jobs = copy_run(settings, "r1", 3)
     token = _queue(engine, "r1")
     _give(engine, token, "q-r1", 1, jobs[0], "incorrect", comment="wrong carrier")
     _give(engine, token, "q-r1", 1, jobs[0], "correct", labels="checked, sql")
@@ -140,7 +122,7 @@ def test_a_changed_verdict_is_a_new_row_and_the_audit_carries_the_latest(
 
 
 def test_the_verdict_table_refuses_update_and_delete(settings: Settings, engine: sa.Engine) -> None:
-    jobs = _run(settings, "r1", 1)
+    jobs = copy_run(settings, "r1", 1)
     _give(engine, _queue(engine, "r1"), "q-r1", 1, jobs[0], "correct")
     for statement in (
         "UPDATE review_verdicts SET verdict = 'incorrect'",
@@ -153,7 +135,7 @@ def test_the_verdict_table_refuses_update_and_delete(settings: Settings, engine:
 def test_verify_reports_a_verdict_edited_or_deleted_by_hand(
     settings: Settings, engine: sa.Engine
 ) -> None:
-    jobs = _run(settings, "r1", 4)
+    jobs = copy_run(settings, "r1", 4)
     token = _queue(engine, "r1")
     for n, job in enumerate(jobs, start=1):
         _give(engine, token, "q-r1", n, job, "correct")
@@ -172,7 +154,7 @@ def test_verify_reports_a_verdict_edited_or_deleted_by_hand(
 def test_verify_with_an_anchor_reports_the_last_verdict_deleted(
     settings: Settings, engine: sa.Engine, tmp_path: Path
 ) -> None:
-    jobs = _run(settings, "r1", 2)
+    jobs = copy_run(settings, "r1", 2)
     token = _queue(engine, "r1")
     anchor = Anchor(tmp_path)
     from pipeline.archive.verdicts import VerdictAnchor
@@ -190,7 +172,7 @@ def test_verify_with_an_anchor_reports_the_last_verdict_deleted(
 def test_reviewers_revoked_or_not_assigned_cannot_give_verdicts(
     settings: Settings, engine: sa.Engine
 ) -> None:
-    jobs = _run(settings, "r1", 1)
+    jobs = copy_run(settings, "r1", 1)
     token = _queue(engine, "r1")
     with engine.begin() as conn:
         other = reviews.add_reviewer(conn, "bob")
@@ -209,8 +191,8 @@ def test_reviewers_revoked_or_not_assigned_cannot_give_verdicts(
 def test_verdicts_are_truth_for_later_runs_of_the_same_question_and_identity(
     settings: Settings, engine: sa.Engine
 ) -> None:
-    a = _run(settings, "ra", 4)
-    b = _run(settings, "rb", 4)
+    a = copy_run(settings, "ra", 4)
+    b = copy_run(settings, "rb", 4)
     token = _queue(engine, "ra")
     _give(engine, token, "q-ra", 1, a[0], "correct")  # truth: its own result
     _give(engine, token, "q-ra", 2, a[1], "incorrect", expected='[["UA", 999]]')
@@ -235,7 +217,7 @@ def test_verdicts_are_truth_for_later_runs_of_the_same_question_and_identity(
 def test_cli_adds_reviewers_makes_queues_and_runs_show_reports_reviewed_accuracy(
     settings: Settings, engine: sa.Engine
 ) -> None:
-    jobs = _run(settings, "r1", 3)
+    jobs = copy_run(settings, "r1", 3)
     env = {
         "CHATSCRIBE_DATABASE_URL": settings.database_url.get_secret_value(),
         "CHATSCRIBE_DATABASE_SCHEMA": settings.database_schema,
@@ -270,7 +252,7 @@ def test_cli_adds_reviewers_makes_queues_and_runs_show_reports_reviewed_accuracy
 async def test_console_writes_need_a_reviewer_token_and_reads_stay_open(
     settings: Settings, engine: sa.Engine
 ) -> None:
-    jobs = _run(settings, "r1", 3)
+    jobs = copy_run(settings, "r1", 3)
     token = _queue(engine, "r1")
     app = create_app(settings)
     transport = httpx.ASGITransport(app=app)
@@ -287,6 +269,9 @@ async def test_console_writes_need_a_reviewer_token_and_reads_stay_open(
         assert login.status_code == 303 and "HttpOnly" in login.headers["set-cookie"]
         refused = await client.post("/review/q-r1/verdicts", data=form, headers=foreign)
         assert refused.status_code == 403
+        cross = {"sec-fetch-site": "cross-site", "origin": "null"}
+        refused = await client.post("/review/q-r1/verdicts", data=form, headers=cross)
+        assert refused.status_code == 403
         given = await client.post("/review/q-r1/verdicts", data=form)
         assert given.status_code == 303 and given.headers["location"] == "/review/q-r1?pos=2"
         wrong = await client.post("/review/q-r1/verdicts", data={**form, "verdict": "maybe"})
@@ -301,3 +286,36 @@ async def test_console_writes_need_a_reviewer_token_and_reads_stay_open(
         assert (await client.get("/review/q-r1?pos=4")).status_code == 404
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM review_verdicts")).scalar() == 1
+
+
+@pytest.mark.asyncio
+async def test_a_pairwise_queue_shows_both_runs_answers_and_takes_which_is_better(
+    settings: Settings, engine: sa.Engine
+) -> None:
+    a = copy_run(settings, "ra", 2)
+    b = copy_run(settings, "rb", 2)
+    with engine.begin() as conn:
+        token = reviews.add_reviewer(conn, "ana")
+        flt = reviews.QueueFilter(run="ra")
+        reviews.create_queue(conn, "pair", flt, reviewers=["ana"], compare_run="rb")
+    transport = httpx.ASGITransport(app=create_app(settings))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        page = (await client.get("/review/pair?pos=2")).text
+        assert "A · run ra" in page and "B · run rb" in page and b[1] in page
+        assert 'data-key="a"' in page and 'data-key="1"' not in page
+        form = {"pos": "2", "job_id": a[1], "verdict": "b_better"}
+        given = await client.post(
+            "/review/pair/verdicts", data=form, headers={"x-reviewer-token": token}
+        )
+        assert given.status_code == 303
+        single = {**form, "verdict": "correct"}
+        refused = await client.post(
+            "/review/pair/verdicts", data=single, headers={"x-reviewer-token": token}
+        )
+        assert refused.status_code == 400
+    with engine.connect() as conn:
+        row = conn.execute(
+            sa.text("SELECT job_id, pair_job_id, verdict FROM review_verdicts")
+        ).one()
+        assert tuple(row) == (a[1], b[1], "b_better")
+        assert latest_verdicts(conn, a) == {}  # a pairwise verdict is not a verdict on one answer
