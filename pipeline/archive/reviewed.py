@@ -90,3 +90,18 @@ def reviewed_truths(conn: sa.Connection, *, run_id: str | None) -> dict[Key, Exp
         elif isinstance(r.result_rows, list):
             out[(r.question or "", r.identity)] = ExpectedResult(rows=r.result_rows)
     return out
+
+
+_BY_RUN: Final = """
+SELECT j.run_id, count(*) FILTER (WHERE v.verdict = 'correct') AS hits, count(*) AS reviewed
+FROM (SELECT DISTINCT ON (job_id) job_id, verdict FROM review_verdicts
+      WHERE pair_job_id IS NULL ORDER BY job_id, seq DESC) v
+JOIN jobs j USING (job_id)
+WHERE v.verdict IN ('correct', 'incorrect')
+GROUP BY j.run_id
+"""
+
+
+def reviewed_by_run(conn: sa.Connection) -> dict[str, tuple[int, int]]:
+    """Returns: ``run_id → (jobs reviewed correct, jobs reviewed correct or incorrect)``."""
+    return {r.run_id: (r.hits, r.reviewed) for r in conn.execute(sa.text(_BY_RUN))}

@@ -1,7 +1,7 @@
 """The console's pages: each reads the archive through :mod:`pipeline.archive`, read only.
 
 =================================  =========================================================
-``GET /``                          Runs: every run, jobs by status, rerun command
+``GET /``                          Runs: every run, jobs by status, reviewed accuracy, rerun
 ``GET /runs/{run_id}``             A run: its jobs (filter, sort, pages of 50)
 ``GET /jobs/{job_id}``             A conversation: the thread as a chat, timeline, chain
 ``GET /jobs/{job_id}/ndjson``      The raw NDJSON (the bytes of ``chatscribe replay``)
@@ -34,6 +34,7 @@ from pipeline.archive.console_queries import Connection, Engine
 from pipeline.archive.conversation import read_conversation
 from pipeline.archive.diff import diff_runs, load_run
 from pipeline.archive.replay import ndjson, read_attempt
+from pipeline.archive.reviewed import reviewed_by_run
 from pipeline.archive.verdicts import head_seq
 from pipeline.console import params, views
 from pipeline.console.security import SECURITY_HEADERS
@@ -86,7 +87,15 @@ class ConsolePages:
         """
         with self._conn() as conn:
             runs = queries.list_runs(conn)
-        rows = [{"run": r, "bar": views.status_bar(r.by_status, r.job_count)} for r in runs]
+            reviewed = reviewed_by_run(conn)
+        rows = [
+            {
+                "run": r,
+                "bar": views.status_bar(r.by_status, r.job_count),
+                "reviewed": views.reviewed_text(reviewed.get(r.run_id)),
+            }
+            for r in runs
+        ]
         running = any(r.running for r in runs)
         return self._page("runs.html", title="Runs", rows=rows, running=running)
 

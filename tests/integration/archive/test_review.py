@@ -284,6 +284,9 @@ async def test_console_writes_need_a_reviewer_token_and_reads_stay_open(
         page = (await client.get("/review/q-r1?pos=1")).text
         assert 'id="reviewer">ana<' in page and "correct</strong> by ana" in page
         assert (await client.get("/review/q-r1?pos=4")).status_code == 404
+        assert "1/1 (100.0%)" in (await client.get("/")).text
+        run_page = (await client.get("/runs/r1")).text
+        assert "reviewed accuracy: 1/1 (100.0%)" in run_page
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM review_verdicts")).scalar() == 1
 
