@@ -380,8 +380,8 @@ def parse_expected(text: str | None) -> dict[str, Any] | None:
         ``{"rows": [[...], ...]}`` (plus the keys of an object given), or None.
 
     Raises:
-        ReviewRefusedError: Longer than :data:`MAX_EXPECTED_CHARS`, or an object that is not an
-            expected result.
+        ReviewRefusedError: Longer than :data:`MAX_EXPECTED_CHARS`, ``NaN`` or ``Infinity``,
+            or an object that is not an expected result.
     """
     from pipeline.transcript.result_compare import ExpectedResult
 
@@ -391,8 +391,8 @@ def parse_expected(text: str | None) -> dict[str, Any] | None:
     if len(text) > MAX_EXPECTED_CHARS:
         raise ReviewRefusedError(f"at most {MAX_EXPECTED_CHARS} characters", field="expected")
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError:
         value = text
     if isinstance(value, dict):
         try:
@@ -402,6 +402,10 @@ def parse_expected(text: str | None) -> dict[str, Any] | None:
     if isinstance(value, list) and value and all(isinstance(r, list) for r in value):
         return {"rows": value}
     return {"rows": [value if isinstance(value, list) else [value]]}
+
+
+def _no_constant(name: str) -> None:
+    raise ReviewRefusedError(f"{name} is not a value PostgreSQL's jsonb holds", field="expected")
 
 
 @dataclass(frozen=True)

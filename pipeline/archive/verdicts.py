@@ -24,6 +24,7 @@ archive with the anchored hash (``verdict_anchor_mismatch``, ``verdict_missing``
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -154,6 +155,11 @@ def append(
     Raises:
         ArchiveUnavailableError: The anchor file could not be written.
     """
+    if verdict.expected is not None:  # hashed as PostgreSQL gives it back (1e20 -> 100...0)
+        stored_value = conn.execute(
+            sa.text("SELECT CAST(:value AS jsonb)"), {"value": json.dumps(verdict.expected)}
+        ).scalar()
+        verdict = dataclasses.replace(verdict, expected=stored_value)
     conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": LOCK_KEY})
     head = conn.execute(sa.text(_HEAD)).first()
     seq, prev_hash = (head.seq + 1, bytes(head.hash)) if head is not None else (1, GENESIS)

@@ -92,9 +92,12 @@ def test_an_expected_value_is_read_as_rows(typed: str, expected: object) -> None
     assert parse_expected(typed) == expected
 
 
-def test_an_expected_object_that_is_no_expected_result_is_refused() -> None:
+@pytest.mark.parametrize("typed", ['{"rowz": [[1]]}', "[[NaN]]", "Infinity"])
+def test_an_expected_value_postgresql_cannot_hold_or_no_expected_result_is_refused(
+    typed: str,
+) -> None:
     with pytest.raises(ReviewRefusedError) as caught:
-        parse_expected('{"rowz": [[1]]}')
+        parse_expected(typed)
     assert caught.value.field == "expected"
 
 
