@@ -3,7 +3,10 @@
 A private schema (``bench_console_<hex>``, migrated, dropped afterwards) is filled by ``COPY``
 with a run of ``baseline_jobs`` jobs and every page timed (the baseline, measured in the same
 run), then a run of ``jobs`` jobs is added and every page timed again (each job has an answer and
-a SQL query touching one of three views; three personas). Each page of
+a SQL query touching one of three views; three personas). Each run also gets a review queue of
+all its jobs (issue 26) with a reviewer and :data:`VERDICTS` verdicts appended through the
+verdict chain, so the Review page, the queue API and the reviewed accuracy of the run page are
+timed over a 10,000-item queue. Each page of
 :mod:`pipeline.console` is requested in process through ``httpx.ASGITransport`` (no network,
 no browser: the server's time to build the page, from request to the last byte), ``repeats``
 times after one warm-up; the figure is the median.
@@ -26,10 +29,14 @@ import psycopg
 from psycopg import sql
 
 from bench.archive_schema import BenchSpace, conninfo
-from pipeline.archive.engine import upgrade
+from pipeline.archive import reviews
+from pipeline.archive.engine import create_engine, upgrade
 from pipeline.console.app import create_app
+from pipeline.settings import Settings
 
 BUDGET_MS: Final = 300.0
+VERDICTS: Final = 200
+"""Verdicts given in each run's review queue (the first positions, mixed verdicts)."""
 PERSONAS: Final = ("analyst", "jfk-ops", "lga-ops")
 VIEWS: Final = ("flights", "weather", "planes")
 _SCHEMA: Final = [
@@ -114,7 +121,7 @@ async def _time_pages(app: object, paths: Sequence[str], repeats: int) -> dict[s
     return medians
 
 
-def _pages(run_id: str, job_id: str) -> dict[str, str]:
+def _pages(run_id: str, job_id: str, jobs: int) -> dict[str, str]:
     return {
         "runs": "/",
         "run": f"/runs/{run_id}",
@@ -124,6 +131,9 @@ def _pages(run_id: str, job_id: str) -> dict[str, str]:
         "search": "/search?q=carrier+flights",
         "audit-user": "/audit?user=jfk-ops-1&until=2026-11-01T00:10:00",
         "audit-all": "/audit",
+        "review-queues": "/review",
+        "review": f"/review/q-{run_id}?pos={max(jobs // 2, 1)}",
+        "review-api": f"/review/q-{run_id}/items?first={max(jobs // 2, 1)}&limit=50",
     }
 
 
@@ -139,8 +149,8 @@ def measure(jobs: int = 10_000, baseline_jobs: int = 100, repeats: int = 5) -> P
     try:
         upgrade(space.settings)
         app = create_app(space.settings)
-        small = _fill_and_time(app, space.schema, conninfo(space.settings), baseline_jobs, repeats)
-        big = _fill_and_time(app, space.schema, conninfo(space.settings), jobs, repeats)
+        small = _fill_and_time(app, space.settings, baseline_jobs, repeats)
+        big = _fill_and_time(app, space.settings, jobs, repeats)
         return PageFigures(big_ms=big, small_ms=small, jobs=jobs, baseline_jobs=baseline_jobs)
     finally:
         with psycopg.connect(conninfo(space.settings), autocommit=True) as conn:
@@ -148,12 +158,45 @@ def measure(jobs: int = 10_000, baseline_jobs: int = 100, repeats: int = 5) -> P
             conn.execute(drop.format(sql.Identifier(space.schema)))
 
 
-def _fill_and_time(app: object, schema: str, dsn: str, jobs: int, repeats: int) -> dict[str, float]:
+def review_queue(settings: Settings, run_id: str, *, verdicts: int) -> str:
+    """Makes queue ``q-<run_id>`` of the run's jobs, reviewer ``r-<run_id>``, ``verdicts`` verdicts.
+
+    Returns:
+        The reviewer's token.
+    """
+    engine = create_engine(settings)
+    try:
+        with engine.begin() as conn:
+            token = reviews.add_reviewer(conn, f"r-{run_id}")
+            count = reviews.create_queue(
+                conn, f"q-{run_id}", reviews.QueueFilter(run=run_id), reviewers=[f"r-{run_id}"]
+            )
+        with engine.begin() as conn:
+            items = reviews.queue_items(conn, f"q-{run_id}", first=1, limit=min(verdicts, count))
+            for n, item in enumerate(items):
+                form = reviews.VerdictForm(
+                    f"q-{run_id}", item.position, item.job_id, VERDICT_CYCLE[n % 4]
+                )
+                reviews.give(conn, token, form, anchor=None)
+    finally:
+        engine.dispose()
+    return token
+
+
+VERDICT_CYCLE: Final = ("correct", "correct", "incorrect", "needs_follow_up")
+
+
+def _fill_and_time(app: object, settings: Settings, jobs: int, repeats: int) -> dict[str, float]:
     run_id = f"run-{jobs}-{uuid.uuid4().hex[:6]}"
+    schema, dsn = settings.database_schema, conninfo(settings)
     with psycopg.connect(dsn) as conn:
         job_id = _copy_run(conn, schema, run_id, jobs)
+    review_queue(settings, run_id, verdicts=min(VERDICTS, jobs))
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("ANALYZE {}.jobs").format(sql.Identifier(schema)))
-    pages = _pages(run_id, job_id)
+        for table in ("jobs", "review_items", "review_verdicts"):
+            conn.execute(
+                sql.SQL("ANALYZE {}.{}").format(sql.Identifier(schema), sql.Identifier(table))
+            )
+    pages = _pages(run_id, job_id, jobs)
     timed = asyncio.run(_time_pages(app, list(pages.values()), repeats))
     return {name: timed[path] for name, path in pages.items()}

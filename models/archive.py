@@ -30,6 +30,10 @@ TOOL_KINDS: Final = ("meta", "sql", "other")
 REDACTIONS: Final = ("redacted", "deleted")
 SEAL_REASONS: Final = ("normalised", "job_changed", "redacted", "deleted", "migrated")
 """Why an attempt's seal was (last) written (``attempt_seals.reason``, migration 0007)."""
+VERDICTS: Final = ("correct", "incorrect", "needs_follow_up", "not_applicable")
+"""A reviewer's verdict on one answer (``review_verdicts.verdict``, migration 0008)."""
+PAIRWISE_VERDICTS: Final = ("a_better", "b_better", "equal")
+"""A reviewer's verdict on two runs' answers to the same question, side by side."""
 
 INT32_MIN: Final = -(2**31)
 INT32_MAX: Final = 2**31 - 1

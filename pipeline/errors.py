@@ -36,6 +36,8 @@ Tree (retryability is part of the type: workers and the sink decide with ``isins
         ├── RetentionPolicyError    a retention policy file does not read or validate   (path)
         ├── RedactionRuleError      a redaction rule names no detector or is no regex   (rule)
         ├── ChainAnchorError        the chain anchor file cannot be read                (path)
+        ├── ReviewRefusedError      a review queue, verdict or expected value refused  (field)
+        ├── ReviewerAuthError       no such reviewer token, revoked, or not assigned (reviewer)
         ├── ChildError              a child process of a command died or never got ready (name)
         └── ConsoleBindError        the console asked to bind beyond loopback without a token (host)
 
@@ -430,6 +432,30 @@ class ChainAnchorError(PermanentError, OSError):
     def __init__(self, message: str, *, path: Path) -> None:
         super().__init__(f"{path}: {message}")
         self.path = path
+
+
+class ReviewRefusedError(PermanentError, ValueError):
+    """A review queue, verdict or expected value that cannot be stored as given.
+
+    Attributes:
+        field: What was refused (``queue``, ``verdict``, ``expected``, ``labels``, ...).
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class ReviewerAuthError(PermanentError):
+    """A write needs a reviewer: the token is unknown or revoked, or not assigned to the queue.
+
+    Attributes:
+        reviewer: The reviewer's name when the token was known, else None.
+    """
+
+    def __init__(self, message: str, *, reviewer: str | None = None) -> None:
+        super().__init__(message)
+        self.reviewer = reviewer
 
 
 class ChildError(PermanentError, RuntimeError):

@@ -112,7 +112,8 @@ class Settings(BaseSettings):
             ``retention apply`` anchor each attempt's seal outside PostgreSQL, and which
             ``chatscribe verify`` compares the archive with (:mod:`pipeline.archive.seals`);
             None: seals are kept in PostgreSQL only, so a consistent rewrite of a whole
-            attempt inside the database goes unnoticed.
+            attempt inside the database goes unnoticed. Reviewers' verdicts are anchored in
+            ``verdicts.jsonl`` of the same directory (:mod:`pipeline.archive.verdicts`).
         lines_retention_ms: ``retention.ms`` given to the ``chat.lines`` topic when the
             pipeline creates it (match the archive's retention policy); None: the broker's
             default (``log.retention.hours``, 7 days unless configured). Topics that exist

@@ -6,7 +6,9 @@ attributes, security context: the row-level-security identity the queries ran un
 question, status, whether it was aborted (status or an ``__aborted__`` line), the answer and
 whether it came from a ``final`` line, each SQL query with the views and members it touched
 (``sql_queries.views``/``members``, parsed by sqlglot when written, so they survive retention),
-rows returned, tool errors and stream errors. Formats: :mod:`pipeline.reports.audit_formats`.
+rows returned, tool errors and stream errors, and the job's latest reviewer verdict (who, when:
+:mod:`pipeline.archive.reviewed`; a changed verdict supersedes the old). Formats:
+:mod:`pipeline.reports.audit_formats`.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ class AuditEntry:
     stream_errors: list[str]
     queries: list[dict[str, Any]] = field(default_factory=list)
     tool_errors: list[dict[str, Any]] = field(default_factory=list)
+    verdict: str | None = None
+    reviewer: str | None = None
+    reviewed_at: datetime | None = None
 
     @property
     def views(self) -> list[str]:
@@ -85,7 +90,8 @@ SELECT j.asked_at, j.job_id, j.run_id, j.persona,
        coalesce(q.queries, '[]') AS queries, coalesce(t.errors, '[]') AS tool_errors,
        (j.status = 'aborted' OR EXISTS (
             SELECT 1 FROM messages m WHERE m.job_id = j.job_id
-            AND m.attempt = j.last_attempt AND m.message_id = '__aborted__')) AS aborted
+            AND m.attempt = j.last_attempt AND m.message_id = '__aborted__')) AS aborted,
+       rv.verdict, rv.reviewer, rv.created_at AS reviewed_at
 FROM page j
 LEFT JOIN answers a ON a.job_id = j.job_id AND a.attempt = j.last_attempt
 LEFT JOIN LATERAL (
@@ -102,6 +108,10 @@ LEFT JOIN LATERAL (
     FROM tool_calls t WHERE t.job_id = j.job_id AND t.attempt = j.last_attempt
       AND (t.error IS NOT NULL OR t.payload_error IS NOT NULL)
 ) t ON true
+LEFT JOIN LATERAL (
+    SELECT v.verdict, v.reviewer, v.created_at FROM review_verdicts v
+    WHERE v.job_id = j.job_id AND v.pair_job_id IS NULL ORDER BY v.seq DESC LIMIT 1
+) rv ON true
 ORDER BY j.asked_at NULLS LAST, j.job_id
 """
 _COUNT = "SELECT count(*) FROM jobs j WHERE {where}"
@@ -187,4 +197,7 @@ def _entry(row: Any) -> AuditEntry:
         stream_errors=list(row.se or ()),
         queries=list(row.queries or ()),
         tool_errors=list(row.tool_errors or ()),
+        verdict=row.verdict,
+        reviewer=row.reviewer,
+        reviewed_at=row.reviewed_at,
     )

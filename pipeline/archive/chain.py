@@ -50,6 +50,7 @@ import sqlalchemy as sa
 
 from models.records import LineEnvelope
 from pipeline.archive import seals as archive_seals
+from pipeline.archive import verdicts as archive_verdicts
 
 GENESIS: Final = bytes(32)
 """The ``chain_hash`` before line 1."""
@@ -247,6 +248,8 @@ class VerifyReport:
             ``chain_hash``: waiting for a predecessor; not counted as problems.
         sealed: Sealed attempts measured again (:mod:`pipeline.archive.seals`).
         anchored: Seals found in the anchor file (None: no anchor configured).
+        verdicts: Reviewers' verdicts checked (the whole chain, :mod:`pipeline.archive.verdicts`).
+        verdicts_anchored: Verdicts found in their anchor file (None: no anchor configured).
         problems: Rows changed after they were written, missing or unhashed lines, lines
             after an attempt's end, seals that differ (module docstrings).
     """
@@ -257,6 +260,8 @@ class VerifyReport:
     unchained: int = 0
     sealed: int = 0
     anchored: int | None = None
+    verdicts: int = 0
+    verdicts_anchored: int | None = None
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -289,6 +294,9 @@ def verify(
 ) -> VerifyReport:
     """Recomputes the chains and seals of a run's, a job's or every attempt (module docstring).
 
+    The reviewers' verdict chain is walked whole (:func:`pipeline.archive.verdicts.check`);
+    with a scope, only its findings about the scope's jobs are reported.
+
     Args:
         conn: Any connection (read only).
         run_id: Only this run's attempts (with ``job_id`` None too: the whole archive).
@@ -298,7 +306,8 @@ def verify(
 
     Returns:
         The report; a problem per changed row, broken link, missing or unhashed line, line
-        after its attempt's end, and per seal part that differs.
+        after its attempt's end, per seal part that differs, and per verdict edited or
+        removed.
 
     Raises:
         ChainAnchorError: The anchor file exists but cannot be read.
@@ -323,6 +332,14 @@ def verify(
     )
     report.sealed, report.anchored = sealed.sealed, sealed.anchored
     report.problems.extend(Problem(*finding) for finding in sealed.findings or [])
+    jobs = None
+    if run_id is not None or job_id is not None:
+        query = f"SELECT j.job_id FROM jobs j WHERE {where}"
+        jobs = {r.job_id for r in conn.execute(sa.text(query), params)}
+    verdict_anchor = archive_verdicts.VerdictAnchor(anchor.directory) if anchor else None
+    verdicts = archive_verdicts.check(conn, anchor=verdict_anchor, jobs=jobs)
+    report.verdicts, report.verdicts_anchored = verdicts.verdicts, verdicts.anchored
+    report.problems.extend(Problem(*finding) for finding in verdicts.findings)
     return report
 
 

@@ -113,6 +113,25 @@ KEPT: Final[dict[tuple[str, str], str]] = {
     ("attempt_seals", "derived"): "table names and hashes (tamper evidence)",
     ("attempt_seals", "seal"): "hash (tamper evidence)",
     ("attempt_seals", "reason"): "closed set",
+    ("reviewers", "name"): _KEY,
+    ("reviewers", "token_sha256"): "hash of the reviewer's token",
+    ("review_queues", "queue_id"): _KEY,
+    ("review_queues", "filter"): "run ids, persona and view names, counts",
+    ("review_queues", "reviewers"): "reviewer names",
+    ("review_queues", "compare_run"): _KEY,
+    ("review_queues", "created_by"): "who made the queue (audit)",
+    ("review_items", "queue_id"): _KEY,
+    ("review_items", "job_id"): _KEY,
+    ("review_items", "pair_job_id"): _KEY,
+    **{("review_verdicts", c): _KEY for c in ("queue_id", "job_id", "pair_job_id")},
+    ("review_verdicts", "reviewer"): "who signed off (audit)",
+    ("review_verdicts", "verdict"): "closed set",
+    ("review_verdicts", "labels"): "the reviewer's labels",
+    **{
+        ("review_verdicts", c): "a reviewer's sign-off, append-only and chained: kept as written"
+        for c in ("comment", "expected")
+    },
+    **{("review_verdicts", c): "hash (tamper evidence)" for c in ("prev_hash", "hash")},
 }
 """``(table, column) → why it holds no content``, for every other text/JSON/array/byte column."""
 

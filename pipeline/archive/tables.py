@@ -18,6 +18,9 @@ Tables (design.md, "Archive tables"), one row per:
   0002); ``redaction``/``redacted_at`` mark content removed by retention or redaction.
 * ``attempt_seals``: complete attempt, sealed for ``chatscribe verify``
   (:mod:`pipeline.archive.seals`, migration 0007).
+* ``reviewers``, ``review_queues``, ``review_items``, ``review_verdicts``: who reviews, what
+  they review and their verdicts, appended and chained (:mod:`pipeline.archive.reviews`,
+  :mod:`pipeline.archive.verdicts`, migration 0008).
 * ``messages``, ``tool_calls``, ``sql_queries``, ``answers``: derived from a complete attempt's
   lines by :func:`pipeline.transcript.normalise.normalise`; recomputable from ``stream_lines``.
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 from typing import Final
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
     Column,
@@ -50,9 +54,11 @@ from models.archive import (
     EVENT_KINDS,
     JOB_STATUSES,
     NAMING_CONVENTION,
+    PAIRWISE_VERDICTS,
     REDACTIONS,
     SEAL_REASONS,
     TOOL_KINDS,
+    VERDICTS,
 )
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
@@ -262,6 +268,59 @@ attempt_seals = Table(  # migration 0007, pipeline.archive.seals
     Column("reason", Text, nullable=False),
     _tz("sealed_at", nullable=False, now=True),
     _one_of("reason", SEAL_REASONS, "reason"),
+)
+
+reviewers = Table(  # migration 0008, pipeline.archive.reviews
+    "reviewers",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("token_sha256", LargeBinary, nullable=False),
+    _tz("added_at", nullable=False, now=True),
+    _tz("revoked_at"),
+    Index("ix_reviewers_token_sha256", "token_sha256", unique=True),
+)
+
+review_queues = Table(  # migration 0008
+    "review_queues",
+    metadata,
+    Column("queue_id", Text, primary_key=True),
+    Column("filter", JSONB(none_as_null=True), nullable=False),
+    Column("reviewers", ARRAY(Text), nullable=False),
+    Column("compare_run", Text),
+    Column("item_count", Integer, nullable=False),
+    _tz("created_at", nullable=False, now=True),
+    Column("created_by", Text),
+)
+
+review_items = Table(  # migration 0008
+    "review_items",
+    metadata,
+    Column("queue_id", Text, primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("job_id", Text, nullable=False),
+    Column("pair_job_id", Text),
+)
+
+review_verdicts = Table(  # migration 0008, pipeline.archive.verdicts; append-only (trigger)
+    "review_verdicts",
+    metadata,
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("queue_id", Text, nullable=False),
+    Column("job_id", Text, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("pair_job_id", Text),
+    Column("reviewer", Text, nullable=False),
+    Column("verdict", Text, nullable=False),
+    Column("labels", ARRAY(Text), nullable=False),
+    Column("comment", Text),
+    Column("expected", JSONB(none_as_null=True)),
+    Column("supersedes", BigInteger),
+    _tz("created_at", nullable=False),
+    Column("prev_hash", LargeBinary, nullable=False),
+    Column("hash", LargeBinary, nullable=False),
+    _one_of("verdict", VERDICTS + PAIRWISE_VERDICTS, "verdict"),
+    Index("ix_review_verdicts_job_id_seq", "job_id", "seq"),
+    Index("ix_review_verdicts_queue_id_seq", "queue_id", "seq"),
 )
 
 DERIVED_TABLES: Final = (messages, tool_calls, sql_queries, answers)

@@ -18,6 +18,7 @@ Commands::
     chatscribe replay|rerun|diff|audit|verify      the archive as a product (pipeline.cli.archive)
     chatscribe retention apply --policy FILE       delete or redact content past its age
     chatscribe console [--host H] [--port N]       the read-only web console over the archive
+    chatscribe review queue|reviewers ...          review queues and reviewers (pipeline.cli.review)
     chatscribe schemas list|show NAME|write        JSON Schemas of published records
     chatscribe export otel --endpoint URL [--run RUN | --since T]   traces over OTLP/HTTP
 
@@ -44,6 +45,7 @@ from pipeline.cli.dlq import dlq_app
 from pipeline.cli.evaluation import ModelDirOption, ReaderOption, WarehouseOption, run_eval
 from pipeline.cli.export import export_app
 from pipeline.cli.partitions import partitions_app
+from pipeline.cli.review import review_app
 from pipeline.cli.runs import runs_app
 from pipeline.cli.schemas import schemas_app
 from pipeline.settings import Settings
@@ -62,6 +64,7 @@ app.add_typer(retention_app, name="retention")
 app.add_typer(dlq_app, name="dlq")
 app.add_typer(schemas_app, name="schemas")
 app.add_typer(export_app, name="export")
+app.add_typer(review_app, name="review")
 app.command("eval")(run_eval)
 
 err = Console(stderr=True)

@@ -102,6 +102,7 @@ def rerun(
     """Ask a past run's questions again, as the same identities, as a new linked run."""
     from pipeline.errors import RunNotFoundError
     from pipeline.reports.run_report import render_json, render_table, summary
+    from pipeline.runs.accuracy import archived_accuracy
     from pipeline.runs.rerun import rerun as run_again
 
     try:
@@ -114,6 +115,8 @@ def rerun(
         console = Console(width=max(Console().width, 160))
         render_table(console, outcome.results, title=f"run {outcome.run_id} (rerun of {run_id})")
         console.print(summary(outcome.results))
+        for line in archived_accuracy(Settings(), outcome.run_id).lines():
+            console.print(line)
         console.print(f"compare: chatscribe diff {run_id} {outcome.run_id}")
     if not outcome.finished or any(r.status != "completed" for r in outcome.results):
         raise typer.Exit(1)
@@ -144,6 +147,7 @@ def diff(
     from pipeline.archive.runs import read_run
     from pipeline.errors import RunNotFoundError
     from pipeline.reports.diff_report import render_diff
+    from pipeline.runs.accuracy import archived_accuracy
 
     settings = Settings()
     engine = create_engine(settings)
@@ -161,10 +165,15 @@ def diff(
     if questions is not None and _diff_pass_rates(run_a, a, run_b, b, questions, json_output):
         return
     result = diff_runs(run_a, a, run_b, b, rel_tol=rel_tol)
+    scores = {run: archived_accuracy(settings, run) for run in (run_a, run_b)}
     if json_output:
-        print(json.dumps(result.to_json(), ensure_ascii=False, indent=1, default=str))
+        document = {**result.to_json(), "accuracy": {r: s.to_json() for r, s in scores.items()}}
+        print(json.dumps(document, ensure_ascii=False, indent=1, default=str))
     else:
-        render_diff(Console(width=max(Console().width, 140)), result)
+        console = Console(width=max(Console().width, 140))
+        render_diff(console, result)
+        for run, run_scores in scores.items():
+            console.print(f"{run}: " + "; ".join(run_scores.lines()))
     if result.regressed:
         raise typer.Exit(1)
 
@@ -279,7 +288,7 @@ def verify(
     console.print(
         f"checked {report.lines} lines of {report.attempts} attempts: {report.redacted} redacted,"
         f" {report.unchained} unchained (open attempts), {report.sealed} sealed attempts,"
-        f" {len(report.problems)} problems"
+        f" {report.verdicts} reviewers' verdicts, {len(report.problems)} problems"
     )
     if anchor is None:
         console.print(
@@ -288,6 +297,9 @@ def verify(
         )
     else:
         console.print(f"{report.anchored} seals match the anchor {anchor.path}")
+        console.print(
+            f"{report.verdicts_anchored} verdicts match their anchor in {anchor.directory}"
+        )
     if report.problems:
         table = Table("job", "attempt", "line", "problem", "detail")
         for p in report.problems:

@@ -41,6 +41,7 @@ def show(run_id: RunId, json_output: JsonOutput = False) -> None:
     """Show a run's progress (jobs by status, finished of submitted) and its jobs so far."""
     from pipeline.archive.engine import create_engine
     from pipeline.archive.runs import read_run, run_progress, run_results, run_throttling
+    from pipeline.runs.accuracy import archived_accuracy
 
     settings = Settings()
     engine = create_engine(settings)
@@ -51,6 +52,7 @@ def show(run_id: RunId, json_output: JsonOutput = False) -> None:
         progress = run_progress(engine, run_id=run_id, expected=run.job_count)
         results = run_results(engine, run_id=run_id)
         throttling = run_throttling(engine, run_id=run_id)
+        accuracy = archived_accuracy(settings, run_id) if results else None
     finally:
         engine.dispose()
     scores = _scores(settings, run_id, run.source_file) if progress.done else None
@@ -61,6 +63,7 @@ def show(run_id: RunId, json_output: JsonOutput = False) -> None:
             "progress": progress.to_json(),
             "throttled": throttling.to_json(),
             "scores": scores.to_json() if scores is not None and scores.exact else None,
+            "accuracy": accuracy.to_json() if accuracy else None,
             "jobs": jobs,
         }
         print(json.dumps(document, ensure_ascii=False))
@@ -77,7 +80,11 @@ def show(run_id: RunId, json_output: JsonOutput = False) -> None:
     )
     if results:
         console.print(summary(results))
-    for line in scores.lines() if scores is not None else ():
+    # Execution accuracy once: the reviewed scores' (questions file and reviewed truths), then
+    # the file's finer scores after their own accuracy line.
+    lines = accuracy.lines() if accuracy else []
+    lines += (scores.lines()[1:] if lines else scores.lines()) if scores is not None else []
+    for line in lines:
         console.print(line, markup=False)
     console.print(throttling_line(throttling))
 

@@ -1,11 +1,12 @@
-"""``chatscribe console``: a read-only web application over the archive (starlette + jinja2).
+"""``chatscribe console``: a web application over the archive (starlette + jinja2).
 
 Server-rendered pages (:mod:`pipeline.console.pages`) from Jinja templates with autoescape on,
 one stylesheet and one small script (``static/console.js``: draws the charts with the vega
 scripts vendored in ``chat_api/static``); no JavaScript build step. The archive is read through
 :mod:`pipeline.archive` on an engine whose transactions are read only
-(:func:`pipeline.archive.console_queries.create_read_only_engine`). Guards:
-:mod:`pipeline.console.security`.
+(:func:`pipeline.archive.console_queries.create_read_only_engine`); the one write, a reviewer's
+verdict on the Review page, goes through an engine of its own and needs a reviewer token
+(:mod:`pipeline.console.review_pages`). Guards: :mod:`pipeline.console.security`.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from starlette.staticfiles import StaticFiles
 from models.masking import mask_access_log
 from models.rendering import answer_preview, format_cell
 from pipeline.archive.console_queries import Engine, create_read_only_engine
+from pipeline.archive.engine import create_engine
 from pipeline.console import views
 from pipeline.console.pages import ConsolePages
+from pipeline.console.review_pages import ReviewPages
 from pipeline.console.security import SecurityHeaders, TokenGuard, check_bind
 from pipeline.settings import Settings
 
@@ -71,20 +74,29 @@ def _when(value: object) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S UTC") if hasattr(value, "strftime") else "-"
 
 
-def create_app(settings: Settings, *, engine: Engine | None = None) -> Starlette:
+def create_app(
+    settings: Settings, *, engine: Engine | None = None, writer: Engine | None = None
+) -> Starlette:
     """Builds the console.
 
     Args:
-        settings: Archive URL and schema; ``console_token`` turns the token guard on.
+        settings: Archive URL and schema; ``console_token`` turns the token guard on;
+            ``chain_anchor_dir`` anchors reviewers' verdicts.
         engine: A read-only engine to use (default: one made from ``settings``, disposed on
             shutdown).
+        writer: The engine the Review page's verdicts are written through, its only write
+            (default: one of one connection made from ``settings``, disposed on shutdown).
 
     Returns:
         The ASGI application.
     """
     owned = engine is None
     engine = engine or create_read_only_engine(settings)
-    pages = ConsolePages(engine, schema=settings.database_schema, templates=templates())
+    owned_writer = writer is None
+    writer = writer or create_engine(settings, pool_size=1)
+    env = templates()
+    pages = ConsolePages(engine, schema=settings.database_schema, templates=env)
+    review = ReviewPages(engine, writer, templates=env, anchor_dir=settings.chain_anchor_dir)
     css = views.sql_css()
 
     async def sql_stylesheet(request: Request) -> Response:
@@ -105,6 +117,12 @@ def create_app(settings: Settings, *, engine: Engine | None = None) -> Starlette
         Route("/diff", pages.diff),
         Route("/audit", pages.audit),
         Route("/search", pages.search),
+        Route("/review", review.queues),
+        Route("/review/login", review.login, methods=["POST"]),
+        Route("/review/logout", review.logout, methods=["POST"]),
+        Route("/review/{queue}", review.item),
+        Route("/review/{queue}/verdicts", review.verdict, methods=["POST"]),
+        Route("/review/{queue}/items", review.items),
         Route("/healthz", healthz),
         Route("/static/sql.css", sql_stylesheet),
         Mount("/static/vega", StaticFiles(directory=VEGA_DIR), name="vega"),
@@ -119,6 +137,8 @@ def create_app(settings: Settings, *, engine: Engine | None = None) -> Starlette
         yield
         if owned:
             engine.dispose()
+        if owned_writer:
+            writer.dispose()
 
     return Starlette(
         routes=routes,

@@ -1,7 +1,7 @@
 """The console's pages: each reads the archive through :mod:`pipeline.archive`, read only.
 
 =================================  =========================================================
-``GET /``                          Runs: every run, jobs by status, rerun command
+``GET /``                          Runs: every run, jobs by status, reviewed accuracy, rerun
 ``GET /runs/{run_id}``             A run: its jobs (filter, sort, pages of 50)
 ``GET /jobs/{job_id}``             A conversation: the thread as a chat, timeline, chain
 ``GET /jobs/{job_id}/ndjson``      The raw NDJSON (the bytes of ``chatscribe replay``)
@@ -34,11 +34,19 @@ from pipeline.archive.console_queries import Connection, Engine
 from pipeline.archive.conversation import read_conversation
 from pipeline.archive.diff import diff_runs, load_run
 from pipeline.archive.replay import ndjson, read_attempt
+from pipeline.archive.reviewed import reviewed_by_run
+from pipeline.archive.verdicts import head_seq
 from pipeline.console import params, views
 from pipeline.console.security import SECURITY_HEADERS
 from pipeline.errors import QuestionsFileError, ReplayError, RunNotFoundError
 from pipeline.reports.audit_formats import to_csv, to_json
-from pipeline.runs.accuracy import expectations_of, job_scores, score_run
+from pipeline.runs.accuracy import (
+    accuracy_scores,
+    expectations_of,
+    job_scores,
+    questions_expectations,
+    score_run,
+)
 from pipeline.runs.batch import load_questions
 from pipeline.runs.scores import RunScores
 
@@ -58,6 +66,8 @@ class ConsolePages:
         self._templates = templates
         self._scores: dict[str, RunScores | None] = {}
         """Scores of finished runs (execution accuracy first), computed once per run and process."""
+        self._reviewed: dict[tuple[str, int], list[str] | None] = {}
+        """Automatic and reviewed accuracy per (run, newest verdict): new verdicts recompute."""
 
     @contextmanager
     def _conn(self) -> Iterator[Connection]:
@@ -84,7 +94,15 @@ class ConsolePages:
         """
         with self._conn() as conn:
             runs = queries.list_runs(conn)
-        rows = [{"run": r, "bar": views.status_bar(r.by_status, r.job_count)} for r in runs]
+            reviewed = reviewed_by_run(conn)
+        rows = [
+            {
+                "run": r,
+                "bar": views.status_bar(r.by_status, r.job_count),
+                "reviewed": views.reviewed_text(reviewed.get(r.run_id)),
+            }
+            for r in runs
+        ]
         running = any(r.running for r in runs)
         return self._page("runs.html", title="Runs", rows=rows, running=running)
 
@@ -104,6 +122,21 @@ class ConsolePages:
         except (QuestionsFileError, RunNotFoundError, OSError) as exc:
             logger.info("no accuracy run_id=%s source=%s error=%s", run_id, source, exc)
             return None
+
+    def _reviewed_lines(
+        self, conn: Connection, run_id: str, source: str | None
+    ) -> list[str] | None:
+        head = head_seq(conn)
+        if not head:
+            return None  # no verdict in the archive: nothing reviewed to show
+        if (run_id, head) not in self._reviewed:
+            try:
+                expectations = questions_expectations(source)
+            except QuestionsFileError:
+                expectations = {}
+            lines = accuracy_scores(conn, run_id, expectations=expectations).lines()
+            self._reviewed[(run_id, head)] = lines
+        return self._reviewed[(run_id, head)]
 
     def run(self, request: Request) -> Response:
         """``GET /runs/{run_id}?status=&persona=&view=&sort=&desc=1&offset=``: a run's jobs."""
@@ -133,6 +166,11 @@ class ConsolePages:
             scores = (
                 None if found[0].running else self._accuracy(conn, run_id, found[0].source_file)
             )
+            reviewed = (
+                None
+                if found[0].running
+                else self._reviewed_lines(conn, run_id, found[0].source_file)
+            )
         return self._page(
             "run.html",
             title=f"Run {found[0].name or run_id}",
@@ -145,6 +183,7 @@ class ConsolePages:
             facets=facets,
             accuracy=views.accuracy_text(scores.exact) if scores is not None else None,
             score_lines=scores.lines()[1:] if scores is not None else [],
+            reviewed=reviewed,
             query=dict(args),
         )
 

@@ -188,6 +188,13 @@ def accuracy_text(scores: Mapping[str, bool]) -> str | None:
     return f"{hits}/{len(scores)} ({100 * hits / len(scores):.1f}%)"
 
 
+def reviewed_text(counts: tuple[int, int] | None) -> str | None:
+    """Returns: ``"3/4 (75.0%)"`` of (reviewed correct, reviewed correct or incorrect), or None."""
+    if not counts or not counts[1]:
+        return None
+    return f"{counts[0]}/{counts[1]} ({100 * counts[0] / counts[1]:.1f}%)"
+
+
 def short(text: str | None, chars: int = 160) -> str:
     """Returns: ``text`` on one line, cut at ``chars`` characters with an ellipsis."""
     flat = " ".join((text or "").split())

@@ -71,6 +71,9 @@ CSV_COLUMNS: Final = [
     "case_runs",
     "case_pass_rate",
     "flaky",
+    "verdict",
+    "reviewer",
+    "reviewed_at",
 ]
 
 
@@ -98,6 +101,9 @@ def _flat(entry: AuditEntry) -> dict[str, Any]:
         "tool_errors": "; ".join(f"{e['tool']}: {e['error']}" for e in entry.tool_errors),
         "stream_errors": "; ".join(entry.stream_errors),
         "error": entry.error,
+        "verdict": entry.verdict,
+        "reviewer": entry.reviewer,
+        "reviewed_at": entry.reviewed_at.isoformat() if entry.reviewed_at else None,
     }
 
 
@@ -239,8 +245,19 @@ def _card(n: int, e: AuditEntry, charts: list[tuple[str, dict[str, Any]]], live:
         f" {html.escape(scope)} · status {html.escape(e.status)}</p>"
         f"<div class=answer>{markdown_html(e.answer) or '(no answer)'}{source}</div>{queries}"
         + (f"<ul class=problems>{trouble}</ul>" if trouble else "")
+        + _reviewed(e)
         + f"<p class=ids>job {html.escape(e.job_id)} · run {html.escape(e.run_id or '')}</p>"
         + "</section>"
+    )
+
+
+def _reviewed(e: AuditEntry) -> str:
+    if e.verdict is None:
+        return ""
+    when = f" on {e.reviewed_at:%Y-%m-%d %H:%M:%S} UTC" if e.reviewed_at else ""
+    verdict = html.escape(e.verdict.replace("_", " "))
+    return (
+        f"<p class=reviewed>Reviewed <b>{verdict}</b> by {html.escape(e.reviewer or '')}{when}</p>"
     )
 
 

@@ -16,18 +16,27 @@ under :func:`pipeline.transcript.result_compare.results_match`: column order fre
 when ``ordered`` (default: when the job's SQL orders), numbers within ``rel_tol``. Execution
 accuracy is the share of jobs with an expectation that match (the text-to-SQL metric). Partial
 credit (:func:`partial_score`), repeated cases and threads: :mod:`pipeline.runs.scores`.
+
+Reviewed truths (:mod:`pipeline.archive.reviewed`) fill in what the questions file leaves out:
+a job whose (question, persona) the file expects nothing of is scored against the truth
+reviewers gave for its (question, identity) in earlier runs (:func:`accuracy_scores`). Beside
+that *automatic* accuracy, a run's *reviewed* accuracy is the share of its jobs reviewed
+``correct`` among those reviewed ``correct`` or ``incorrect``, and the *agreement* is the share
+of jobs with both an automatic score and such a verdict where the two say the same.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.archive.console_queries import Connection
 from pipeline.archive.diff import JobSnapshot, load_run
 from pipeline.archive.engine import ArchiveEngine, create_engine
-from pipeline.archive.runs import run_sources
+from pipeline.archive.reviewed import latest_verdicts, reviewed_truths
+from pipeline.archive.runs import read_run, run_sources
 from pipeline.errors import QuestionsFileError
 from pipeline.runs.batch import QuestionsFile, load_questions
 from pipeline.runs.scores import (
@@ -232,3 +241,115 @@ def job_scores(bind: ArchiveEngine | Connection, run_ids: Sequence[str]) -> dict
         if expectations:
             out.update(score_run(load_run(bind, run_id=run_id), expectations).per_job())
     return out
+
+
+@dataclass(frozen=True)
+class AccuracyScores:
+    """A run's automatic and reviewed accuracy (module docstring).
+
+    Attributes:
+        automatic: ``job_id → matched`` against the questions file and reviewed truths.
+        reviewed: ``job_id → verdict is correct`` for jobs reviewed correct or incorrect.
+        from_reviews: How many of ``automatic`` were scored against a reviewed truth.
+    """
+
+    automatic: dict[str, bool]
+    reviewed: dict[str, bool]
+    from_reviews: int = 0
+
+    @property
+    def agreement(self) -> tuple[int, int]:
+        """``(agreeing, jobs with both an automatic score and a verdict)``."""
+        both = set(self.automatic) & set(self.reviewed)
+        return sum(self.automatic[j] == self.reviewed[j] for j in both), len(both)
+
+    def lines(self) -> list[str]:
+        """Returns: the three report lines (execution, reviewed accuracy, agreement)."""
+        auto = accuracy_line(self.automatic)
+        if self.from_reviews:
+            auto += f" ({self.from_reviews} against reviewed truths)"
+        if not self.reviewed:
+            return [auto, "reviewed accuracy: no verdict on this run's answers"]
+        hits = sum(self.reviewed.values())
+        reviewed = f"reviewed accuracy: {hits}/{len(self.reviewed)}"
+        reviewed += f" ({100 * hits / len(self.reviewed):.1f}%)"
+        agree, both = self.agreement
+        agreement = f"agreement: {agree}/{both}" if both else "agreement: no job has both"
+        return [auto, reviewed, agreement]
+
+    def to_json(self) -> dict[str, object]:
+        """Returns: ``{"automatic", "reviewed", "agreement"}`` as ``{"hits", "of"}`` pairs."""
+        agree, both = self.agreement
+        return {
+            "automatic": {"hits": sum(self.automatic.values()), "of": len(self.automatic)},
+            "automatic_from_reviews": self.from_reviews,
+            "reviewed": {"hits": sum(self.reviewed.values()), "of": len(self.reviewed)},
+            "agreement": {"hits": agree, "of": both},
+        }
+
+
+def accuracy_scores(
+    conn: Connection,
+    run_id: str,
+    *,
+    expectations: Mapping[tuple[str, str | None], ExpectedResult] | None = None,
+) -> AccuracyScores:
+    """Scores a run automatically and by its verdicts (module docstring).
+
+    Args:
+        conn: A connection of the archive (read only is enough).
+        run_id: The run.
+        expectations: The questions file's (:func:`expectations_of`), if any.
+
+    Raises:
+        RunNotFoundError: The run has no jobs.
+    """
+    jobs = load_run(conn, run_id=run_id)
+    truths = reviewed_truths(conn, run_id=run_id)
+    automatic, from_reviews = {}, 0
+    for job in jobs:
+        expected = (expectations or {}).get((job.question, job.persona))
+        if expected is None:
+            expected = truths.get((job.question, job.identity))
+            from_reviews += expected is not None
+        if expected is not None:
+            automatic[job.job_id] = matches(job, expected)
+    verdicts = latest_verdicts(conn, [j.job_id for j in jobs])
+    reviewed = {
+        job_id: v.verdict == "correct"
+        for job_id, v in verdicts.items()
+        if v.verdict in ("correct", "incorrect")
+    }
+    return AccuracyScores(automatic, reviewed, from_reviews)
+
+
+def questions_expectations(source: str | None) -> dict[tuple[str, str | None], ExpectedResult]:
+    """Returns: the expectations of a run's questions file, or none when it is gone.
+
+    Raises:
+        QuestionsFileError: The file exists but is invalid.
+    """
+    if not source or not Path(source).is_file():
+        return {}
+    return expectations_of(load_questions(Path(source)))
+
+
+def archived_accuracy(settings: Settings, run_id: str) -> AccuracyScores:
+    """Scores an archived run (:func:`accuracy_scores`): its questions file and reviewed truths.
+
+    The questions file counts when it is still there and valid.
+
+    Raises:
+        RunNotFoundError: The run has no jobs.
+    """
+    engine = create_engine(settings)
+    try:
+        info = read_run(engine, run_id=run_id)
+        try:
+            expectations = questions_expectations(info.source_file if info else None)
+        except QuestionsFileError:
+            expectations = {}
+        with engine.connect() as conn:
+            return accuracy_scores(conn, run_id, expectations=expectations)
+    finally:
+        engine.dispose()
