@@ -26,6 +26,7 @@ from typing import Final
 
 from bench import (
     end_to_end,
+    kafka_connect,
     paced,
     paced_suite,
     processes,
@@ -57,10 +58,12 @@ BENCHMARKS: Final = (
     "paced",
     "growth",
     "otel",
+    "connect",
 )
 """Names for ``--only``; growth (benchmark 5) comes with ``sink`` and ``e2e``; ``growth``
 is the archive growth benchmark of issue 13 (:mod:`bench.archive_growth`, 100k to 10M lines);
-``otel`` the OpenTelemetry export of issue 27 (:mod:`bench.otel_export`)."""
+``otel`` the OpenTelemetry export of issue 27 (:mod:`bench.otel_export`); ``connect`` our sink
+beside Kafka Connect's JDBC sink connector (issue 27, :mod:`bench.kafka_connect`)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -153,6 +156,8 @@ def run(
         add(suite.console_results())
     if "otel" in selected:
         add(suite.otel_results())
+    if "connect" in selected:
+        add(kafka_connect.results(transcripts, scale.sink_lines[0]))
     if "ratelimit" in selected:  # issue 13: 5x benchmark 3's small size, against a 429ing agent
         add(rate_limited.results(list(transcripts), 5 * scale.e2e_jobs[0]))
     add(suite.growth_results(sink_figures, e2e_figures))
