@@ -146,3 +146,13 @@ def is_inflected_verb(word: str) -> bool:
     found = getAllLemmas(word)
     verbs = found.get("VERB", ()) + found.get("AUX", ())
     return bool(verbs) and word not in verbs and "NOUN" not in found
+
+
+def is_base_verb(word: str) -> bool:
+    """Returns: whether ``word`` is a verb's base or "-ing" form (``fly``, ``heading``).
+
+    A plural noun that is also a verb's third person (``drinks``) and a past form (``flew``)
+    are not.
+    """
+    verbs = getAllLemmas(word).get("VERB", ())
+    return word in verbs or (bool(verbs) and word.endswith("ing"))
