@@ -44,6 +44,8 @@ MAX_VALUES = 5000
 """Distinct values indexed per string dimension; a dimension with more is not indexed."""
 SHORT_FORM_SHARED = 4
 """A value's first word stands for it when at most this many values of the member share it."""
+FEW_INITIALS = 100
+"""Most distinct values of a dimension whose values are indexed by their initials."""
 _LEGAL = frozenset({"inc", "co", "corp", "corporation", "company", "llc", "ltd", "plc", "the"})
 _UNIT_IN_TITLE = re.compile(r"\(([^)]*)\)\s*$")
 _PUNCT = re.compile(r"[^a-z0-9]+")
@@ -159,6 +161,9 @@ class ModelIndex:
         cardinality: Member name -> how many distinct values were indexed for it.
         member_parts: Two or more consecutive words inside a longer member phrase -> members
             ("parcel weight" of "average parcel weight").
+        initials: The initials of a value of two to four words, lower case, -> hits ("uk" of
+            "United Kingdom"), when no other value of the member has them; linked only when
+            written in capitals.
     """
 
     views: dict[str, ViewIndex]
@@ -170,6 +175,7 @@ class ModelIndex:
     fuzzy_words: tuple[str, ...] = ()
     cardinality: dict[str, int] = field(default_factory=dict)
     member_parts: dict[Phrase, list[str]] = field(default_factory=dict)
+    initials: dict[str, list[ValueHit]] = field(default_factory=dict)
 
     def is_key(self, qualified: str) -> bool:
         """Whether the member called ``view.member`` is a primary key."""
@@ -470,7 +476,27 @@ def _add_values(index: ModelIndex, info: MemberInfo, values: list[tuple[str, int
             if _can_stand_alone(word) and lemma(word) not in model_words:
                 firsts[word].append((value, count))
     _add_short_forms(index, info, firsts)
+    _add_initials(index, info, values)
     _add_value_synonyms(index, info, dict(values))
+
+
+def _add_initials(index: ModelIndex, info: MemberInfo, values: list[tuple[str, int]]) -> None:
+    """Indexes "UK" for "United Kingdom", "SF" for "San Francisco" (``ModelIndex.initials``).
+
+    Only of a dimension with few values (places, plans, segments: not the names of hundreds of
+    people) whose value is words written apart ("United Kingdom", not "skye_fernandez").
+    """
+    if len(values) > FEW_INITIALS:
+        return
+    found: dict[str, list[ValueHit]] = defaultdict(list)
+    for value, count in values:
+        words = tuple(w for w in value_phrase(value) if w not in _LEGAL)
+        spaced = len(value.split()) == len(value_phrase(value))
+        if 2 <= len(words) <= 4 and spaced and all(w.isalpha() for w in words):
+            found["".join(w[0] for w in words)].append(ValueHit(info.name, value, count, False))
+    for initials, hits in found.items():
+        if len(hits) == 1 and (initials,) not in index.values:
+            index.initials.setdefault(initials, []).extend(hits)
 
 
 def _add_short_forms(

@@ -916,7 +916,7 @@ def _side_arithmetic(draft: _Draft) -> Sides | None:
     more = "than" in texts and bool(texts & _MORE_WORDS)
     op = (
         "ratio"
-        if texts & {"ratio", "times"}
+        if texts & {"ratio", "times"} or draft.ratio
         else "difference"
         if more or texts & {"minus", "difference"}
         else None

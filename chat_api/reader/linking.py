@@ -226,6 +226,8 @@ def _span(span: Sequence[Token], i: int, index: ModelIndex, upper: frozenset[str
     text = " ".join(texts)
     end = i + len(span)
     hits = index.values.get(texts)
+    if not hits and len(span) == 1 and texts[0] in upper:  # "UK" of "United Kingdom"
+        hits = index.initials.get(texts[0])
     if hits and not any(h.exact for h in hits) and len(span) == 1:
         hits = _short_forms(texts[0], upper, hits, index)
     if hits and (len(span) > 1 or _value_word_ok(texts[0], upper)):

@@ -253,7 +253,14 @@ SHARES = _table("share", {
     "fraction": ("share", "fraction of orders that were late"),
     "rate": ("share", "return rate"),
     "ratio": ("ratio", "ratio of weight to duration"),
+    "as a fraction of": ("ratio", "North revenue as a fraction of South revenue"),
+    "as a proportion of": ("ratio", "orders at North as a proportion of orders at South"),
+    "as a percentage of": ("ratio", "North revenue as a percentage of South revenue"),
+    "as a share of": ("ratio", "Acme units as a share of Globex units"),
+    "relative to": ("ratio", "revenue of North relative to South"),
 })  # fmt: skip
+"""Words that ask for a part's percentage of its whole, or (``ratio``) one number divided by
+another: "North revenue as a fraction of South revenue" is North's divided by South's."""
 
 ARITHMETIC = _table("arith", {
     "divided by": ("ratio", "weight divided by duration"),

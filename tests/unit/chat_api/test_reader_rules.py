@@ -106,7 +106,11 @@ CHECKS: dict[str, Callable[[Query, str, ModelIndex], bool]] = {
             or any(v in d for d in q.dimensions)
         )
     ),
-    "share": lambda q, v, i: bool(q.share or q.share_parts) if v == "share" else q.ratio,
+    "share": lambda q, v, i: (
+        bool(q.share or q.share_parts)
+        if v == "share"
+        else q.ratio or (q.sides is not None and q.sides.op == "ratio")
+    ),
     "arith": lambda q, v, i: q.ratio if v == "ratio" else q.difference,
     "versus": lambda q, v, i: q.grouped or any(len(f.values) > 1 for f in q.filters),
     "whole": lambda q, v, i: not q.grouped,
@@ -186,6 +190,18 @@ CLASS_ROWS = [
         id="a short weekday after a calendar word is the day",
     ),
     pytest.param(
+        "how many orders at SR",
+        lambda q: _filters(q) == {("depot.store", "equals", ("Station Road",))},
+        id="a value's initials in capitals name it",
+    ),
+    pytest.param(
+        "Acme units as a fraction of Globex units",
+        lambda q: (
+            q.sides is not None and (q.sides.values, q.sides.op) == (("Acme", "Globex"), "ratio")
+        ),
+        id="as a fraction of two values of one member divides the first by the second",
+    ),
+    pytest.param(
         "% change in revenue from 2016 to 2017",
         lambda q: (
             q.sides is not None and (q.sides.values, q.sides.op) == (("2016", "2017"), "change")
@@ -208,6 +224,14 @@ def test_question_classes_read_into_their_shape(
 ) -> None:
     query = read(question, depot)
     assert check(query), query.to_json()
+
+
+@pytest.mark.parametrize("question", ["how many orders at HD", "how many orders at sr"])
+def test_initials_shared_by_two_values_or_in_lower_case_name_nothing(
+    depot: ModelIndex, question: str
+) -> None:
+    with pytest.raises(UnreadableQuestionError):
+        read(question, depot)
 
 
 def test_never_is_refused_naming_it(depot: ModelIndex) -> None:
