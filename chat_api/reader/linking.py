@@ -185,9 +185,20 @@ def _candidates(
     after_aux = after_aux and (i == 0 or tokens[i - 1].text not in NOUN_MARKERS)
     after_aux = after_aux or _verb_position(tokens, i)
     single = _single(tokens[i], i, index, after_number=after_number, after_aux=after_aux)
+    if single is not None and single.kind == "unknown" and _qualifies(tokens, i, index):
+        single = None
     if single is not None and single.kind == "calendar" and not _weekday_ok(tokens, i, upper):
         single = None if _passed_over(tokens[i].text, after_aux=True) else single
     return [*found, single]
+
+
+def _qualifies(tokens: Sequence[Token], i: int, index: ModelIndex) -> bool:
+    """Whether token ``i`` qualifies the next word as the member's description does.
+
+    "*home* sales" when sales are "closed home sales": part of the member, passed over.
+    """
+    after = tokens[i + 1].lemma if i + 1 < len(tokens) else ""
+    return (tokens[i].lemma, after) in index.qualifiers
 
 
 def _verb_position(tokens: Sequence[Token], i: int) -> bool:

@@ -202,6 +202,19 @@ CLASS_ROWS = [
         id="as a fraction of two values of one member divides the first by the second",
     ),
     pytest.param(
+        "retail sales at North",
+        lambda q: (
+            q.measures == ("depot.sales",)
+            and _filters(q) == {("depot.region", "equals", ("North",))}
+        ),
+        id="a word the member's description puts before its name is part of the member",
+    ),
+    pytest.param(
+        "orders in the northern zone",
+        lambda q: _filters(q) == {("depot.region", "equals", ("North",))},
+        id="a value's gloss in its dimension's description names the value",
+    ),
+    pytest.param(
         "% change in revenue from 2016 to 2017",
         lambda q: (
             q.sides is not None and (q.sides.values, q.sides.op) == (("2016", "2017"), "change")
@@ -226,8 +239,10 @@ def test_question_classes_read_into_their_shape(
     assert check(query), query.to_json()
 
 
-@pytest.mark.parametrize("question", ["how many orders at HD", "how many orders at sr"])
-def test_initials_shared_by_two_values_or_in_lower_case_name_nothing(
+@pytest.mark.parametrize(
+    "question", ["how many orders at HD", "how many orders at sr", "retail orders at North"]
+)
+def test_initials_and_qualifiers_out_of_place_name_nothing(
     depot: ModelIndex, question: str
 ) -> None:
     with pytest.raises(UnreadableQuestionError):
