@@ -809,9 +809,9 @@ def _on_calendar(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     if td is None:
         raise UnreadableQuestionError(f"The {draft.view.name} data has no date for '{item.text}'.")
     calendar = item.calendar
-    if "date" in calendar:
-        day = str(calendar["date"])
-        _date_condition(draft, day, day)
+    day = _calendar_date(draft, calendar)
+    if day is not None:
+        _date_condition(draft, _range_start(draft, item) or day, day)
         return
     if "hour" in calendar:
         comparator, draft.comparator = draft.comparator, None
@@ -828,6 +828,30 @@ def _on_calendar(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
                 draft.sides.add(found.part)
         else:
             draft.parts.append(found)
+
+
+def _calendar_date(draft: _Draft, calendar: dict[str, object]) -> str | None:
+    """The date a calendar link names, ISO.
+
+    A month and day without a year ("7/1") name a date when the view's data spans one year.
+    """
+    if "date" in calendar:
+        return str(calendar["date"])
+    span = draft.view.span
+    if set(calendar) != {"month", "day"} or not span or span[0][:4] != span[1][:4]:
+        return None
+    (month,), (day,) = calendar["month"], calendar["day"]  # type: ignore[misc]
+    return f"{span[0][:4]}-{int(month):02d}-{int(day):02d}"
+
+
+def _range_start(draft: _Draft, item: Link) -> str | None:
+    """The first date of "<date> to <date>" or "between <date> and <date>" ending at ``item``."""
+    texts = [t.text for t in draft.tokens[: item.start]]
+    between = "between" in texts
+    joined = len(texts) >= 2 and (texts[-1] in YEAR_SPANS or (texts[-1] == "and" and between))
+    if joined and draft.tokens[item.start - 2].kind == "date" and draft.date_range:
+        return draft.date_range[0]
+    return None
 
 
 def _hour(draft: _Draft, td: str, hour: int, comparator: str | None) -> None:

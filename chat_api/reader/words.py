@@ -388,6 +388,8 @@ CALENDAR_MONTHS = (
 MONTH_SHORT = {name[:3]: i + 1 for i, name in enumerate(CALENDAR_MONTHS)} | {"sept": 9}
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 WEEKDAY_SHORT = {name[:3]: i for i, name in enumerate(WEEKDAYS)} | {"tues": 1, "thurs": 3}
+WEEK_YEAR = 2001
+"""A year without a 29 February, to count six days on from a date written without its year."""
 WEEKDAY_MARKERS = frozenset(
     {"on", "every", "each", "per", "by", "and", "or", "to", "versus", "through"}
 )

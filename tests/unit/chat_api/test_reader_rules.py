@@ -231,6 +231,29 @@ CLASS_ROWS = [
 ]
 
 
+DATE_ROWS = [
+    ("how many orders in the week of March 6th 2017", ("2017-03-06", "2017-03-12")),
+    ("orders the week of Monday, March 6th 2017 (Mon-Sun)", ("2017-03-06", "2017-03-12")),
+    (
+        "orders in the week of Mon 6 Mar 2017 (through Sunday the 12th)",
+        ("2017-03-06", "2017-03-12"),
+    ),
+    ("orders on June 10-16", ("2017-06-10", "2017-06-16")),
+    ("orders between 3/1 and 3/5", ("2017-03-01", "2017-03-05")),
+    ("orders from Jan 5 to Jan 9, 2017", ("2017-01-05", "2017-01-09")),
+]
+CLASS_ROWS += [
+    pytest.param(
+        question,
+        lambda q, dates=dates: (
+            [td.date_range for td in q.time_dimensions] == [dates] and not q.time_parts
+        ),
+        id=f"a date range in words: {question}",
+    )
+    for question, dates in DATE_ROWS
+]
+
+
 @pytest.mark.parametrize(("question", "check"), CLASS_ROWS)
 def test_question_classes_read_into_their_shape(
     depot: ModelIndex, question: str, check: Callable[[Query], bool]
