@@ -840,8 +840,8 @@ def _calendar_date(draft: _Draft, calendar: dict[str, object]) -> str | None:
     span = draft.view.span
     if set(calendar) != {"month", "day"} or not span or span[0][:4] != span[1][:4]:
         return None
-    (month,), (day,) = calendar["month"], calendar["day"]  # type: ignore[misc]
-    return f"{span[0][:4]}-{int(month):02d}-{int(day):02d}"
+    months, days = cast(list[int], calendar["month"]), cast(list[int], calendar["day"])
+    return f"{span[0][:4]}-{int(months[0]):02d}-{int(days[0]):02d}"
 
 
 def _range_start(draft: _Draft, item: Link) -> str | None:

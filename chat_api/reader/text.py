@@ -122,8 +122,8 @@ def _date_text(match: re.Match[str]) -> str:
 
 def _week_text(match: re.Match[str]) -> str:
     if match["to"]:  # "the week of July 1-7": the days given
-        first = f"{match['m']}/{match['d']}" + (f"/{match['y']}" if match["y"] else "")
-        return first + match["to"]
+        given = f"{match['m']}/{match['d']}" + (f"/{match['y']}" if match["y"] else "")
+        return given + match["to"]
     year = int(match["y"] or WEEK_YEAR)
     try:
         first = dt.date(year, int(match["m"]), int(match["d"]))
