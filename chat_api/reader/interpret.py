@@ -530,6 +530,8 @@ def _text(value: float) -> str:
 def _on_member(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     info = _pick_member(draft, item)
     member = info.member
+    if _restates_measure(draft, item, info):
+        return  # "distinct planes (tail numbers)": the column the measure counts, said again
     if draft.whole and member.kind == "dimension" and member.type == "string":
         draft.whole = False  # "across all suppliers": every supplier together
         return
@@ -551,6 +553,16 @@ def _on_member(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
         )  # a flag named in a ranking filters it ("top months for cancelled")
     else:
         _on_dimension(draft, info, rest)
+
+
+def _restates_measure(draft: _Draft, item: Link, info: MemberInfo) -> bool:
+    """Whether a dimension right after a measure names the column that measure aggregates."""
+    last = draft.last
+    beside = last is not None and last.kind in ("member", "entity") and last.end == item.start
+    if not beside or info.member.kind != "dimension" or not draft.measures:
+        return False
+    measure = draft.view.members[draft.measures[-1]]
+    return bool(info.column) and measure.column == info.column
 
 
 def _on_dimension(draft: _Draft, info: MemberInfo, rest: Sequence[Link]) -> None:
