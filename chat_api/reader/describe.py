@@ -54,8 +54,12 @@ def read_as(query: Query, index: ModelIndex) -> str:
     if query.sides is not None:
         sides = query.sides
         name = sides.part or title(index, sides.member)
-        word = "minus" if sides.op == "difference" else "divided by"
-        parts.append(f"{name} {sides.values[0]} {word} {name} {sides.values[1]}")
+        first, second = (f"{name} {v}" for v in sides.values)
+        parts.append(
+            f"percent change from {first} to {second}"
+            if sides.op == "change"
+            else f"{first} {'minus' if sides.op == 'difference' else 'divided by'} {second}"
+        )
     if query.per_group:
         groups_of = ", ".join(title(index, d) for d in query.per_group.dimensions)
         parts.append(f"top {query.per_group.limit} in each {groups_of}")

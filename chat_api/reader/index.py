@@ -17,6 +17,7 @@ Every phrase is a tuple of lemmas (:func:`chat_api.reader.text.lemma`), so infle
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections import defaultdict
@@ -44,9 +45,13 @@ MAX_VALUES = 5000
 """Distinct values indexed per string dimension; a dimension with more is not indexed."""
 SHORT_FORM_SHARED = 4
 """A value's first word stands for it when at most this many values of the member share it."""
+FEW_INITIALS = 100
+"""Most distinct values of a dimension whose values are indexed by their initials."""
 _LEGAL = frozenset({"inc", "co", "corp", "corporation", "company", "llc", "ltd", "plc", "the"})
 _UNIT_IN_TITLE = re.compile(r"\(([^)]*)\)\s*$")
 _PUNCT = re.compile(r"[^a-z0-9]+")
+_GLOSS = re.compile(r"([\w-]+)\s*\(([^()]+)\)")
+"""A value and its gloss in a description: ``breakfast_lunch_and_dinner (full board)``."""
 
 Phrase = tuple[str, ...]
 ValueRows = Callable[[str], Sequence[tuple[Any, ...]]]
@@ -159,6 +164,13 @@ class ModelIndex:
         cardinality: Member name -> how many distinct values were indexed for it.
         member_parts: Two or more consecutive words inside a longer member phrase -> members
             ("parcel weight" of "average parcel weight").
+        initials: The initials of a value of two to four words, lower case, -> hits ("uk" of
+            "United Kingdom"), when no other value of the member has them; linked only when
+            written in capitals.
+        qualifiers: ``(word, head)`` lemma pairs of member descriptions in which ``head`` is a
+            word of the member's own name ("home sale" of "Number of closed home sales" for
+            ``sales``): the qualifier is part of what the member is, so a question's "home
+            sales" names ``sales``.
     """
 
     views: dict[str, ViewIndex]
@@ -170,6 +182,8 @@ class ModelIndex:
     fuzzy_words: tuple[str, ...] = ()
     cardinality: dict[str, int] = field(default_factory=dict)
     member_parts: dict[Phrase, list[str]] = field(default_factory=dict)
+    initials: dict[str, list[ValueHit]] = field(default_factory=dict)
+    qualifiers: set[tuple[str, str]] = field(default_factory=set)
 
     def is_key(self, qualified: str) -> bool:
         """Whether the member called ``view.member`` is a primary key."""
@@ -243,6 +257,23 @@ def _add_member_phrases(index: ModelIndex, view: ViewIndex) -> None:
             index.member_phrases.setdefault(words, []).append(info.name)
             for part in _inner_phrases(words):
                 index.member_parts.setdefault(part, []).append(info.name)
+        index.qualifiers |= _qualifiers(info)
+
+
+def _qualifiers(info: MemberInfo) -> set[tuple[str, str]]:
+    """The words a member's description puts before the head (last word) of its name.
+
+    Only before the head: "early bookings" in the description of "previous bookings not
+    cancelled" does not make every booking an early one.
+    """
+    own = {w for p in info.phrases for w in p}
+    heads = {p[-1] for p in info.phrases}
+    described = phrase(info.member.description or "")
+    return {
+        (word, head)
+        for word, head in itertools.pairwise(described)
+        if head in heads and word not in own and _content(word) and word not in FUNCTION_WORDS
+    }
 
 
 def _inner_phrases(words: Phrase) -> list[Phrase]:
@@ -470,7 +501,27 @@ def _add_values(index: ModelIndex, info: MemberInfo, values: list[tuple[str, int
             if _can_stand_alone(word) and lemma(word) not in model_words:
                 firsts[word].append((value, count))
     _add_short_forms(index, info, firsts)
+    _add_initials(index, info, values)
     _add_value_synonyms(index, info, dict(values))
+
+
+def _add_initials(index: ModelIndex, info: MemberInfo, values: list[tuple[str, int]]) -> None:
+    """Indexes "UK" for "United Kingdom", "SF" for "San Francisco" (``ModelIndex.initials``).
+
+    Only of a dimension with few values (places, plans, segments: not the names of hundreds of
+    people) whose value is words written apart ("United Kingdom", not "skye_fernandez").
+    """
+    if len(values) > FEW_INITIALS:
+        return
+    found: dict[str, list[ValueHit]] = defaultdict(list)
+    for value, count in values:
+        words = tuple(w for w in value_phrase(value) if w not in _LEGAL)
+        spaced = len(value.split()) == len(value_phrase(value))
+        if 2 <= len(words) <= 4 and spaced and all(w.isalpha() for w in words):
+            found["".join(w[0] for w in words)].append(ValueHit(info.name, value, count, False))
+    for initials, hits in found.items():
+        if len(hits) == 1 and (initials,) not in index.values:
+            index.initials.setdefault(initials, []).extend(hits)
 
 
 def _add_short_forms(
@@ -484,9 +535,16 @@ def _add_short_forms(
 
 
 def _add_value_synonyms(index: ModelIndex, info: MemberInfo, known: Mapping[str, int]) -> None:
-    """``meta.value_synonyms: {CODE: [name, ...]}`` of a string dimension."""
-    synonyms = (info.member.meta or {}).get("value_synonyms") or {}
-    for value, names in dict(synonyms).items():
+    """Indexes a string dimension's ``meta.value_synonyms: {CODE: [name, ...]}``.
+
+    Also the glosses its description gives a value in parentheses
+    ("breakfast_lunch_and_dinner (full board)"), when the model names none for that value.
+    """
+    synonyms = dict((info.member.meta or {}).get("value_synonyms") or {})
+    for value, gloss in _GLOSS.findall(info.member.description or ""):
+        if value in known and value not in synonyms:
+            synonyms[value] = [gloss]
+    for value, names in synonyms.items():
         for name in names if isinstance(names, list | tuple) else [names]:
             hit = ValueHit(info.name, str(value), known.get(str(value), 1))
             _hit(index, value_phrase(str(name)), hit)

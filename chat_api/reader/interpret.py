@@ -78,6 +78,7 @@ class _Draft:
     versus: bool = False
     ratio: bool = False
     difference: bool = False
+    change: bool = False
     counted: Entity | None = None
     count_groups: bool = False
     each: list[str] = field(default_factory=list)
@@ -332,6 +333,11 @@ def _on_arith(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bo
     return False
 
 
+def _on_change(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
+    draft.change = True
+    return True
+
+
 def _on_followup(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) -> bool:
     if value == "drop":
         draft.drop = True
@@ -346,7 +352,7 @@ def _on_followup(draft: _Draft, value: str, item: Link, rest: Sequence[Link]) ->
 _GRAMMAR_HANDLERS = {
     "not": _on_not, "cmp": _on_cmp, "by": _on_by, "agg": _on_agg, "order": _on_order,
     "grain": _on_grain, "share": _on_share, "versus": _on_versus, "arith": _on_arith,
-    "followup": _on_followup, "whole": _on_whole,
+    "followup": _on_followup, "whole": _on_whole, "change": _on_change,
 }  # fmt: skip
 
 
@@ -416,7 +422,9 @@ def _year_condition(draft: _Draft, year: int) -> None:
     """
     comparator, draft.comparator = draft.comparator, None
     low, high = f"{year}-01-01", f"{year}-12-31"
-    if comparator in ("gt", "gte"):
+    if comparator == "between":  # "between 2016 and 2017": the second year ends the range
+        draft.years.append(year)
+    elif comparator in ("gt", "gte"):
         low, high = (f"{year + 1}-01-01" if comparator == "gt" else low), "2999-12-31"
     elif comparator in ("lt", "lte"):
         low, high = "1900-01-01", (f"{year - 1}-12-31" if comparator == "lt" else high)
@@ -522,6 +530,8 @@ def _text(value: float) -> str:
 def _on_member(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     info = _pick_member(draft, item)
     member = info.member
+    if _restates_measure(draft, item, info):
+        return  # "distinct planes (tail numbers)": the column the measure counts, said again
     if draft.whole and member.kind == "dimension" and member.type == "string":
         draft.whole = False  # "across all suppliers": every supplier together
         return
@@ -543,6 +553,16 @@ def _on_member(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
         )  # a flag named in a ranking filters it ("top months for cancelled")
     else:
         _on_dimension(draft, info, rest)
+
+
+def _restates_measure(draft: _Draft, item: Link, info: MemberInfo) -> bool:
+    """Whether a dimension right after a measure names the column that measure aggregates."""
+    last = draft.last
+    beside = last is not None and last.kind in ("member", "entity") and last.end == item.start
+    if not beside or info.member.kind != "dimension" or not draft.measures:
+        return False
+    measure = draft.view.members[draft.measures[-1]]
+    return bool(info.column) and measure.column == info.column
 
 
 def _on_dimension(draft: _Draft, info: MemberInfo, rest: Sequence[Link]) -> None:
@@ -753,13 +773,15 @@ def _on_value(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
             return
     found = Filter(hit.member, "notEquals" if negate else "equals", values)
     restated = draft.restated
+    beside = draft.last is not None and draft.last.end == item.start
     if (
         restated is not None
         and restated in draft.filters
         and hit.exact
+        and beside
         and restated.member != hit.member
     ):
-        draft.filters.remove(restated)  # "Springfield (SPF)": the code restates the name
+        draft.filters.remove(restated)  # "Springfield (SPF)": the code beside it restates it
     draft.filters.append(found)
     draft.restated = None if hit.exact else found
 
@@ -799,9 +821,9 @@ def _on_calendar(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
     if td is None:
         raise UnreadableQuestionError(f"The {draft.view.name} data has no date for '{item.text}'.")
     calendar = item.calendar
-    if "date" in calendar:
-        day = str(calendar["date"])
-        _date_condition(draft, day, day)
+    day = _calendar_date(draft, calendar)
+    if day is not None:
+        _date_condition(draft, _range_start(draft, item) or day, day)
         return
     if "hour" in calendar:
         comparator, draft.comparator = draft.comparator, None
@@ -818,6 +840,30 @@ def _on_calendar(draft: _Draft, item: Link, rest: Sequence[Link]) -> None:
                 draft.sides.add(found.part)
         else:
             draft.parts.append(found)
+
+
+def _calendar_date(draft: _Draft, calendar: dict[str, object]) -> str | None:
+    """The date a calendar link names, ISO.
+
+    A month and day without a year ("7/1") name a date when the view's data spans one year.
+    """
+    if "date" in calendar:
+        return str(calendar["date"])
+    span = draft.view.span
+    if set(calendar) != {"month", "day"} or not span or span[0][:4] != span[1][:4]:
+        return None
+    months, days = cast(list[int], calendar["month"]), cast(list[int], calendar["day"])
+    return f"{span[0][:4]}-{int(months[0]):02d}-{int(days[0]):02d}"
+
+
+def _range_start(draft: _Draft, item: Link) -> str | None:
+    """The first date of "<date> to <date>" or "between <date> and <date>" ending at ``item``."""
+    texts = [t.text for t in draft.tokens[: item.start]]
+    between = "between" in texts
+    joined = len(texts) >= 2 and (texts[-1] in YEAR_SPANS or (texts[-1] == "and" and between))
+    if joined and draft.tokens[item.start - 2].kind == "date" and draft.date_range:
+        return draft.date_range[0]
+    return None
 
 
 def _hour(draft: _Draft, td: str, hour: int, comparator: str | None) -> None:
@@ -864,11 +910,35 @@ def _finish(draft: _Draft, previous: Query | None, links: Sequence[Link]) -> Que
         _default_measure(draft, previous)
     _count_groups(draft)
     _groups_passing(draft)
-    sides = _side_arithmetic(draft)
+    sides = _changed_sides(draft) or _side_arithmetic(draft)
     query = replace(_assemble(draft), sides=sides) if sides else _assemble(draft)
     if previous is not None and followup:
         query = merged(previous, query, draft)
     return _ordered(query, draft)
+
+
+def _changed_sides(draft: _Draft) -> Sides | None:
+    """How one number moved between two years ("grow from 2010 to 2014", "% change 2011 to 2012").
+
+    The sides are the two years in the question's order: the later minus the earlier, or with a
+    percent word the percent change from the first to the second.
+    """
+    td = draft.view.time_dimension
+    years = sorted(set(draft.years))
+    if len(years) != 2 and draft.date_range:
+        years = sorted({int(draft.date_range[0][:4]), int(draft.date_range[1][:4])})
+    if not draft.change or td is None or len(years) != 2:
+        return None
+    if len(draft.measures) + len(draft.aggregates) != 1:
+        return None
+    percent, draft.share = draft.share, False
+    draft.date_range = None
+    draft.parts = [p for p in draft.parts if p.part != "year"]
+    draft.grains = [g for g in draft.grains if g.granularity != "year"]
+    first, second = str(years[0]), str(years[1])
+    if percent:
+        return Sides(td, "year", (first, second), "change")
+    return Sides(td, "year", (second, first), "difference")
 
 
 def _side_arithmetic(draft: _Draft) -> Sides | None:
@@ -882,7 +952,7 @@ def _side_arithmetic(draft: _Draft) -> Sides | None:
     more = "than" in texts and bool(texts & _MORE_WORDS)
     op = (
         "ratio"
-        if texts & {"ratio", "times"}
+        if texts & {"ratio", "times"} or draft.ratio
         else "difference"
         if more or texts & {"minus", "difference"}
         else None

@@ -22,14 +22,16 @@ from typing import Any
 from rapidfuzz import fuzz, process
 
 from chat_api.reader.index import ModelIndex, ValueHit
-from chat_api.reader.text import Token, is_inflected_verb, parts_of_speech
+from chat_api.reader.text import Token, is_base_verb, is_inflected_verb, parts_of_speech
 from chat_api.reader.words import (
     AGGREGATIONS,
     ARITHMETIC,
     AUXILIARIES,
     CALENDAR_MONTHS,
+    CHANGES,
     COMPARATORS,
     COMPARISONS,
+    CONTENT_ADVERBS,
     FOLLOW_UPS,
     FUNCTION_WORDS,
     GRAINS,
@@ -43,6 +45,8 @@ from chat_api.reader.words import (
     UNIT_OF_TITLE,
     UNITS,
     UNLINKED_FILLERS,
+    VERB_MARKERS,
+    WEEKDAY_MARKERS,
     WEEKDAY_SHORT,
     WEEKDAYS,
     WEEKEND,
@@ -58,7 +62,7 @@ _CONNECTORS = frozenset({"of", "the", "a", "an"})
 """Words inside a phrase that a member's name may leave out ("months of inventory")."""
 _GRAMMAR: list[dict[str, Word]] = [
     COMPARATORS, ARITHMETIC, NEGATIONS, GROUPINGS, AGGREGATIONS, ORDERINGS, GRAINS, SHARES,
-    COMPARISONS, FOLLOW_UPS, WHOLES,
+    COMPARISONS, FOLLOW_UPS, WHOLES, CHANGES,
 ]  # fmt: skip
 """Grammar tables in the order their meanings are tried: arithmetic ("less", "over") applies
 only between two measures, so it is tried before ordering and comparing take the word."""
@@ -179,8 +183,52 @@ def _candidates(
         return [*found, Link("unit", i, i + 1, tokens[i].text, number=factor, unit=unit)]
     after_aux = any(t.text in AUXILIARIES for t in tokens[:i])
     after_aux = after_aux and (i == 0 or tokens[i - 1].text not in NOUN_MARKERS)
+    after_aux = after_aux or _verb_position(tokens, i)
     single = _single(tokens[i], i, index, after_number=after_number, after_aux=after_aux)
+    if single is not None and single.kind == "unknown" and _qualifies(tokens, i, index):
+        single = None
+    if single is not None and single.kind == "calendar" and not _weekday_ok(tokens, i, upper):
+        single = None if _passed_over(tokens[i].text, after_aux=True) else single
     return [*found, single]
+
+
+def _qualifies(tokens: Sequence[Token], i: int, index: ModelIndex) -> bool:
+    """Whether token ``i`` qualifies the next word as the member's description does.
+
+    "*home* sales" when sales are "closed home sales": part of the member, passed over.
+    """
+    after = tokens[i + 1].lemma if i + 1 < len(tokens) else ""
+    return (tokens[i].lemma, after) in index.qualifiers
+
+
+def _verb_position(tokens: Sequence[Token], i: int) -> bool:
+    """Whether token ``i`` stands where English puts a verb.
+
+    After the infinitive's "to" ("scheduled to *leave*") or right after a plural noun, its
+    subject ("which airlines *fly* to X"), a verb's base form is read as the verb, even when it
+    can also be a noun (``fly``, ``leave``); a plural noun stays a noun ("opposed to *drinks*").
+    """
+    if i == 0 or not is_base_verb(tokens[i].text):
+        return False
+    before = tokens[i - 1]
+    if before.text in VERB_MARKERS:
+        return True
+    plural = before.text != before.lemma and before.text.endswith("s")
+    return plural and "NOUN" in parts_of_speech(before.text)
+
+
+def _weekday_ok(tokens: Sequence[Token], i: int, upper: frozenset[str]) -> bool:
+    """Whether a short weekday that is also an English word ("sat", "wed") is the weekday.
+
+    Capitalised ("Sat") or after a calendar word ("on sat", "every wed", "mon-sat") it is;
+    otherwise it is the word ("bookings that sat on the waiting list").
+    """
+    word = tokens[i].text
+    plain = word[:-1] if word.endswith("s") else word
+    if plain not in WEEKDAY_SHORT or not parts_of_speech(word) or word in upper:
+        return True
+    before = tokens[i - 1].text if i else ""
+    return before in WEEKDAY_MARKERS or bool(_calendar_word(before))
 
 
 def _span(span: Sequence[Token], i: int, index: ModelIndex, upper: frozenset[str]) -> Link | None:
@@ -189,6 +237,8 @@ def _span(span: Sequence[Token], i: int, index: ModelIndex, upper: frozenset[str
     text = " ".join(texts)
     end = i + len(span)
     hits = index.values.get(texts)
+    if not hits and len(span) == 1 and texts[0] in upper:  # "UK" of "United Kingdom"
+        hits = index.initials.get(texts[0])
     if hits and not any(h.exact for h in hits) and len(span) == 1:
         hits = _short_forms(texts[0], upper, hits, index)
     if hits and (len(span) > 1 or _value_word_ok(texts[0], upper)):
@@ -324,6 +374,8 @@ def _passed_over(word: str, *, after_aux: bool) -> bool:
     "-wide" ("statewide", "company-wide") says "no filter". :data:`UNLINKED_FILLERS` are nouns of
     time and scope ("so far", "over the whole period") that pass over when no model word has them.
     """
+    if word in CONTENT_ADVERBS:
+        return False
     if word in FUNCTION_WORDS or word in UNLINKED_FILLERS or len(word) <= 1:
         return True
     kinds = parts_of_speech(word)

@@ -106,13 +106,15 @@ class Sides:
         member: The member the sides are values of (a time dimension when ``part`` is set).
         part: The calendar part the values are of ("year", "month"), or None.
         values: The two sides, in the question's order.
-        op: ``difference`` or ``ratio``.
+        op: ``difference`` (first minus second), ``ratio`` (first divided by second) or
+            ``change`` (the percent change from the first to the second,
+            ``100 * (second - first) / first``).
     """
 
     member: str
     part: TimePart | None
     values: tuple[str, str]
-    op: Literal["difference", "ratio"]
+    op: Literal["difference", "ratio", "change"]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ exactly as to SQL a person writes to the ``svcSqlApi`` tool. Shapes:
 - ``ratio``: the first two numbers divided, ``a / NULLIF(b, 0)``; ``difference``: ``a - b``;
 - ``count_groups``: ``SELECT COUNT(*) FROM (<the grouped query>) AS groups``;
 - ``sides``: the query grouped by the side member in a CTE, then each side's number picked by
-  a scalar subquery: ``(SELECT v FROM sides WHERE key = a) - (... b) AS difference, a, b``;
+  a scalar subquery: ``(SELECT v FROM sides WHERE key = a) - (... b) AS difference, a, b``
+  (or ``a / b``, or the percent change ``100.0 * (b - a) / a``);
 - ``share``: part and whole as two CTEs, ``100.0 * part / whole``; with groups, each group's
   percentage of the total (a window over the aggregate);
 - ``per_group``: ``ROW_NUMBER() OVER (PARTITION BY g ORDER BY m DESC)`` in a subquery;
@@ -259,20 +260,26 @@ def _sides(query: Query, numeric: frozenset[str]) -> exp.Select:
         )
 
     a, b = side(side_values[0]), side(side_values[1])
-    combined: exp.Expr = (
-        exp.Sub(this=a, expression=b)
-        if sides.op == "difference"
-        else exp.Div(
-            this=a.copy(), expression=exp.Nullif(this=b.copy(), expression=exp.Literal.number(0))
-        )
-    )
-    name = "difference" if sides.op == "difference" else "ratio"
-    outputs = [exp.alias_(combined, name, quoted=True)]
+    outputs = [exp.alias_(_combined(sides.op, a, b), _SIDE_NAMES[sides.op], quoted=True)]
     outputs += [
         exp.alias_(side(v), f"{sides.part} {raw}" if sides.part else raw, quoted=True)
         for v, raw in zip(side_values, sides.values, strict=True)
     ]
     return exp.select(*outputs).with_("compared_sides", as_=inner)
+
+
+_SIDE_NAMES = {"difference": "difference", "ratio": "ratio", "change": "percent change"}
+
+
+def _combined(op: str, a: exp.Expr, b: exp.Expr) -> exp.Expr:
+    """``a - b``, ``a / NULLIF(b, 0)`` or ``100.0 * (b - a) / NULLIF(a, 0)``."""
+    if op == "difference":
+        return exp.Sub(this=a, expression=b)
+    if op == "ratio":
+        return exp.Div(this=a, expression=exp.Nullif(this=b, expression=exp.Literal.number(0)))
+    grown = exp.Paren(this=exp.Sub(this=b, expression=a.copy()))
+    scaled = exp.Mul(this=exp.Literal.number("100.0"), expression=grown)
+    return exp.Div(this=scaled, expression=exp.Nullif(this=a, expression=exp.Literal.number(0)))
 
 
 def _group_column(query: Query, member: str) -> str:

@@ -7,13 +7,14 @@ Spellings analysts type are undone first (contractions, ``hrs``, ``w/``, ``#``: 
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import re
 from dataclasses import dataclass
 
 from lemminflect import getAllLemmas
 
-from chat_api.reader.words import CONTRACTIONS, NUMBER_WORDS, SPELLINGS
+from chat_api.reader.words import CONTRACTIONS, MONTH_SHORT, NUMBER_WORDS, SPELLINGS, WEEK_YEAR
 
 _TOKEN = re.compile(
     r"(?P<date>\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}(?:/\d{2,4})?)"
@@ -70,8 +71,70 @@ def _expand(text: str) -> str:
         else:
             text = re.sub(rf"\b{re.escape(short)}\b", long, text)
     text = re.sub(r"(\d)\s*-\s*(\d)", r"\1 to \2", text) if "-" in text else text
+    text = _written_dates(text)
     text = re.sub(r"(?<=[a-z])[-_](?=[a-z])", " ", text)
     return text.replace("'s ", " ").replace("s' ", "s ")
+
+
+_MONTH = (
+    r"(?P<mon>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+_DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?\b"
+_YEAR = r"(?:,?\s*(?P<year>\d{4})\b)?"
+_NAMED_DAY = r"(?:(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*,?\s+)?"
+_WRITTEN_DATES = (
+    re.compile(rf"\b{_NAMED_DAY}{_MONTH}\.?\s+{_DAY}{_YEAR}"),  # "Monday March 1st 2021"
+    # "Mon 7 Aug 2017": a day before its month only with a year ("top 5 May flights" is not)
+    re.compile(rf"\b{_NAMED_DAY}{_DAY}\s+(?:of\s+)?{_MONTH}\b\.?,?\s*(?P<year>\d{{4}})\b"),
+)
+_DAY_SPAN = re.compile(rf"\b{_MONTH}\.?\s+{_DAY}\s+to\s+(?P<last>\d{{1,2}})\b(?!\s*[:/])")
+_WEEK_OF = re.compile(
+    r"\b(?:the\s+)?week\s+(?:of|starting|beginning)\s+"
+    r"(?P<m>\d{1,2})/(?P<d>\d{1,2})(?:/(?P<y>\d{4}))?"
+    r"(?P<to>\s+to\s+\d{1,2}/\d{1,2}(?:/\d{4})?)?(?:\s*\([^)]*\))?"
+)
+
+
+def _written_dates(text: str) -> str:
+    """Dates written in words as the date tokens the reader reads, ``m/d[/yyyy]``.
+
+    "March 1st 2021", "Monday, March 1st", "7 Aug 2017" (a weekday named with a date is part of
+    it); "June 10-16" is June 10 to June 16; "the week of <date>" is that date to six days
+    after, a parenthesis right after it restating the week ("(Mon-Sun)") included.
+    """
+    text = _DAY_SPAN.sub(
+        lambda m: f"{_month(m['mon'])}/{m['day']} to {_month(m['mon'])}/{m['last']}", text
+    )
+    for pattern in _WRITTEN_DATES:
+        text = pattern.sub(_date_text, text)
+    return _WEEK_OF.sub(_week_text, text)
+
+
+def _month(name: str) -> int:
+    return MONTH_SHORT[name[:3]]
+
+
+def _date_text(match: re.Match[str]) -> str:
+    day = f"{_month(match['mon'])}/{match['day']}"
+    return f"{day}/{match['year']}" if match["year"] else day
+
+
+def _week_text(match: re.Match[str]) -> str:
+    if match["to"]:  # "the week of July 1-7": the days given
+        given = f"{match['m']}/{match['d']}" + (f"/{match['y']}" if match["y"] else "")
+        return given + match["to"]
+    year = int(match["y"] or WEEK_YEAR)
+    try:
+        first = dt.date(year, int(match["m"]), int(match["d"]))
+    except ValueError:
+        return match.group()
+    last = first + dt.timedelta(days=6)
+    shown = "/{}" if match["y"] else ""
+    return (
+        f"{first.month}/{first.day}{shown.format(first.year)} to "
+        f"{last.month}/{last.day}{shown.format(last.year)}"
+    )
 
 
 def _token(kind: str, raw: str) -> list[Token]:
@@ -146,3 +209,13 @@ def is_inflected_verb(word: str) -> bool:
     found = getAllLemmas(word)
     verbs = found.get("VERB", ()) + found.get("AUX", ())
     return bool(verbs) and word not in verbs and "NOUN" not in found
+
+
+def is_base_verb(word: str) -> bool:
+    """Returns: whether ``word`` is a verb's base or "-ing" form (``fly``, ``heading``).
+
+    A plural noun that is also a verb's third person (``drinks``) and a past form (``flew``)
+    are not.
+    """
+    verbs = getAllLemmas(word).get("VERB", ())
+    return word in verbs or (bool(verbs) and word.endswith("ing"))

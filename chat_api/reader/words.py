@@ -108,6 +108,8 @@ ORDERINGS = _table("order", {
     "lowest": ("asc", "supplier with the lowest average wait"),
     "smallest": ("asc", "smallest suppliers"),
     "shortest": ("asc", "shortest lanes"),
+    "strongest": ("desc", "strongest month for orders"),
+    "weakest": ("asc", "weakest month for orders"),
     "quietest": ("asc", "quietest month"),
     "least busy": ("asc", "least busy day"),
     "slowest": ("asc", "slowest month"),
@@ -251,7 +253,14 @@ SHARES = _table("share", {
     "fraction": ("share", "fraction of orders that were late"),
     "rate": ("share", "return rate"),
     "ratio": ("ratio", "ratio of weight to duration"),
+    "as a fraction of": ("ratio", "North revenue as a fraction of South revenue"),
+    "as a proportion of": ("ratio", "orders at North as a proportion of orders at South"),
+    "as a percentage of": ("ratio", "North revenue as a percentage of South revenue"),
+    "as a share of": ("ratio", "Acme units as a share of Globex units"),
+    "relative to": ("ratio", "revenue of North relative to South"),
 })  # fmt: skip
+"""Words that ask for a part's percentage of its whole, or (``ratio``) one number divided by
+another: "North revenue as a fraction of South revenue" is North's divided by South's."""
 
 ARITHMETIC = _table("arith", {
     "divided by": ("ratio", "weight divided by duration"),
@@ -263,6 +272,18 @@ ARITHMETIC = _table("arith", {
 })  # fmt: skip
 """Words between two measures that divide or subtract them (only when both sides are
 measures)."""
+
+CHANGES = _table("change", {
+    "change": ("change", "percent change in orders from 2016 to 2017"),
+    "grow": ("change", "how much did revenue grow from 2016 to 2017"),
+    "growth": ("change", "growth in orders from 2016 to 2017"),
+    "increase": ("change", "increase in revenue from 2016 to 2017"),
+    "rise": ("change", "how much did revenue rise between 2016 and 2017"),
+    "decline": ("change", "decline in orders from 2016 to 2017"),
+    "decrease": ("change", "decrease in orders from 2016 to 2017"),
+})  # fmt: skip
+"""Words that ask how a number moved from one year to another: the later year's minus the
+earlier's, or with a percent word ("% change") the percent change."""
 
 WHOLES = _table("whole", {
     "across all": ("whole", "average wait across all suppliers"),
@@ -285,6 +306,8 @@ COMPARISONS = _table("versus", {
     "difference": ("versus", "difference between North and South"),
     "times more": ("versus", "how many times more orders does North have than South"),
     "times as many": ("versus", "North has how many times as many orders as South"),
+    "worse": ("versus", "was the average wait worse in March or in April"),
+    "better": ("versus", "did North do better than South on orders"),
 })  # fmt: skip
 
 FOLLOW_UPS = _table("followup", {
@@ -365,6 +388,12 @@ CALENDAR_MONTHS = (
 MONTH_SHORT = {name[:3]: i + 1 for i, name in enumerate(CALENDAR_MONTHS)} | {"sept": 9}
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 WEEKDAY_SHORT = {name[:3]: i for i, name in enumerate(WEEKDAYS)} | {"tues": 1, "thurs": 3}
+WEEK_YEAR = 2001
+"""A year without a 29 February, to count six days on from a date written without its year."""
+WEEKDAY_MARKERS = frozenset(
+    {"on", "every", "each", "per", "by", "and", "or", "to", "versus", "through"}
+)
+"""Words before a short weekday that is also an English word ("on sat") that make it the day."""
 WEEKEND = (6, 7)
 WORKDAYS = (1, 2, 3, 4, 5)
 """ISO weekday numbers (Monday 1, Sunday 7), as ``EXTRACT(ISODOW ...)`` gives them."""
@@ -411,6 +440,14 @@ NOUN_MARKERS = frozenset(
 auxiliary."""
 """Auxiliaries that start a question's verb phrase: after one, a noun-or-verb word is the verb
 ("how many tweets did customers post")."""
+
+VERB_MARKERS = frozenset({"to"} | set(AUXILIARIES))
+"""Words after which a word that can be a verb is the verb ("scheduled to *leave*")."""
+
+CONTENT_ADVERBS = frozenset({"never"})
+"""Adverbs that carry content, so never pass over: "customers who never ordered" asks for the
+groups without a row, a shape the reader does not build; passing the word over would answer
+for the customers who did."""
 
 UNLINKED_FILLERS = frozenset(
     {"period", "far", "history", "record", "records", "overall", "left", "obs"}

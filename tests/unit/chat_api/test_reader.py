@@ -52,6 +52,10 @@ def flights_index() -> ModelIndex:
             {"share": (Filter("flights.cancelled", "equals", ("true",)),)},
         ),
         ("busiest destination for each origin", {"dimensions": ("flights.dest", "flights.origin")}),
+        (  # the column the measure counts, said again in parentheses: not a breakdown
+            "How many distinct planes (tail numbers) did Delta fly?",
+            {"measures": ("flights.distinct_planes",), "dimensions": ()},
+        ),
     ],
 )
 def test_the_reader_reads_shapes_into_a_typed_query(
