@@ -2,7 +2,7 @@
 
 Usage (standard library only; Phoenix on 127.0.0.1:6006, docs/observability.md)::
 
-    python docs/phoenix_check.py [--url http://127.0.0.1:6006] [--project default]
+    python docs/phoenix_check.py [--url http://127.0.0.1:6006] [--project chatscribe]
 
 Prints one line per session (Phoenix's GraphQL ``sessions``: the chat id, its traces, first
 input, user) and, from the REST API (``/v1/projects/{project}/spans``), one line per trace:
@@ -59,7 +59,7 @@ def main() -> int:
     """Prints sessions, traces and totals; returns 1 when a check fails (module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--url", default="http://127.0.0.1:6006")
-    parser.add_argument("--project", default="default")
+    parser.add_argument("--project", default="chatscribe")
     args = parser.parse_args()
     base = args.url.rstrip("/")
     projects = _graphql(base, SESSIONS, {})["data"]["projects"]["edges"]

@@ -34,7 +34,7 @@ from pipeline.archive.traces import ToolCallRow, TurnRow
 from pipeline.otel import semconv as sc
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-RESOURCE_ATTRIBUTES: Final = {sc.SERVICE_NAME: sc.SERVICE}
+RESOURCE_ATTRIBUTES: Final = {sc.SERVICE_NAME: sc.SERVICE, sc.PROJECT_NAME: sc.SERVICE}
 SCOPE: Final = InstrumentationScope(name="chatscribe.export")
 MAX_ATTRIBUTE_CHARS: Final = 32_000
 """Longest text attribute (a tool result, an answer): longer texts are cut, marked with ``…``."""

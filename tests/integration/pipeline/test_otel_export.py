@@ -227,6 +227,9 @@ def test_export_sends_a_trace_per_turn_with_tool_spans_over_otlp_protobuf(
         f"{receiver.url}/v1/traces",
     )
     assert receiver.content_types == ["application/x-protobuf"]
+    (resource_spans,) = receiver.requests[0].resource_spans
+    resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
+    assert resource == {"service.name": "chatscribe", "openinference.project.name": "chatscribe"}
     received = receiver.spans()
     assert sorted(s["name"] for s in received) == [
         "execute_tool svcMeta",
