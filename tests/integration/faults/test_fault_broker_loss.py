@@ -48,6 +48,9 @@ timeout (``fault_support.FAST_SESSION_TIMEOUT_S``, 6 s)."""
 ARCHIVED_TIMEOUT_S = 120.0
 IN_SYNC_TIMEOUT_S = 60.0
 LEADERS_MOVED_TIMEOUT_S = 30.0
+STALL_TIMEOUT_S = 20.0
+"""The sink's stall watchdog (``sink_stall_timeout_s``): a sink whose partitions wait this long
+without progress rejoins its group (:mod:`pipeline.kafka.stall`)."""
 
 _LINES_PER_JOB = """
 SELECT j.job_id, j.line_count,
@@ -68,6 +71,7 @@ def stack(cluster: KafkaCluster, database_url: str, tmp_path: Path) -> Iterator[
         workers=1,
         line_delay_ms=LINE_DELAY_MS,
         concurrency=CONCURRENCY,
+        sink_stall_timeout_s=STALL_TIMEOUT_S,
     ) as running:
         yield running
 
