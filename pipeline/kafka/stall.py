@@ -26,10 +26,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["STALL_CHECK_S", "PartitionOffsets", "StallWatch"]
+__all__ = ["MAX_GAP_S", "STALL_CHECK_S", "PartitionOffsets", "StallWatch"]
 
 STALL_CHECK_S: Final = 5.0
 """Seconds between two observations of a watchdog."""
+MAX_GAP_S: Final = 3 * STALL_CHECK_S
+"""Observations further apart start every stretch afresh (module docstring)."""
 
 Partition = tuple[str, int]
 """``(topic, partition)``."""
@@ -60,9 +62,12 @@ class StallWatch:
     Args:
         timeout_s: Seconds a partition may wait without progress (``worker_stall_timeout_s``,
             ``sink_stall_timeout_s``).
+        max_gap_s: Longest time between two observations that continues a stretch.
     """
 
     timeout_s: float
+    max_gap_s: float = MAX_GAP_S
+    _last: float | None = None
     _since: dict[Partition, float] = field(default_factory=dict)
     _committed: dict[Partition, int] = field(default_factory=dict)
     stalls: int = 0
@@ -87,6 +92,9 @@ class StallWatch:
             in_flight: Whether the process has work in flight now (every partition's).
             busy: Partitions with work in flight now.
         """
+        if self._last is not None and now - self._last > self.max_gap_s:
+            self._since.clear()
+        self._last = now
         since: dict[Partition, float] = {}
         for tp, seen in offsets.items():
             if not seen.waiting or in_flight or tp in busy:

@@ -9,6 +9,7 @@ from pipeline.kafka.stall import PartitionOffsets, StallWatch
 TP = ("chat.lines", 0)
 OTHER = ("chat.lines", 1)
 TIMEOUT_S = 30.0
+GAP_S = 15.0
 
 
 def _observe(watch: StallWatch, rows: list[tuple[float, int, int, bool]]) -> list[list[object]]:
@@ -25,14 +26,44 @@ def _observe(watch: StallWatch, rows: list[tuple[float, int, int, bool]]) -> lis
         # records wait, the offset never moves, nothing in flight: stalled once 30 s passed
         ([(0, 5, 9, False), (15, 5, 9, False), (30, 5, 9, False)], [2]),
         # reported again only after another full timeout
-        ([(0, 5, 9, False), (30, 5, 9, False), (45, 5, 9, False), (60, 5, 9, False)], [1, 3]),
+        (
+            [
+                (0, 5, 9, False),
+                (15, 5, 9, False),
+                (30, 5, 9, False),
+                (45, 5, 9, False),
+                (60, 5, 9, False),
+            ],
+            [2, 4],
+        ),
+        # observations further apart than the gap (the process was stopped): a fresh stretch
+        ([(0, 5, 9, False), (12, 5, 9, False), (30, 5, 9, False), (40, 5, 9, False)], []),
+        ([(0, 5, 9, False), (20, 5, 9, False), (35, 5, 9, False), (50, 5, 9, False)], [3]),
         # the offset moves: progress, the stretch starts again
-        ([(0, 5, 9, False), (20, 6, 9, False), (40, 6, 9, False), (50, 6, 9, False)], [3]),
+        ([(0, 5, 9, False), (10, 6, 9, False), (25, 6, 9, False), (40, 6, 9, False)], [3]),
         # nothing waits (committed == end): never stalled, however long
         ([(0, 9, 9, False), (30, 9, 9, False), (60, 9, 9, False)], []),
         # work in flight at one observation resets the stretch (a write retried meanwhile)
-        ([(0, 5, 9, False), (20, 5, 9, True), (40, 5, 9, False), (69, 5, 9, False)], []),
-        ([(0, 5, 9, False), (20, 5, 9, True), (40, 5, 9, False), (70, 5, 9, False)], [3]),
+        (
+            [
+                (0, 5, 9, False),
+                (10, 5, 9, True),
+                (20, 5, 9, False),
+                (35, 5, 9, False),
+                (49, 5, 9, False),
+            ],
+            [],
+        ),
+        (
+            [
+                (0, 5, 9, False),
+                (10, 5, 9, True),
+                (20, 5, 9, False),
+                (35, 5, 9, False),
+                (50, 5, 9, False),
+            ],
+            [4],
+        ),
         # new records arrive but the group's offset stays: still a stall
         ([(0, 5, 9, False), (15, 5, 12, False), (30, 5, 20, False)], [2]),
     ],
@@ -40,7 +71,7 @@ def _observe(watch: StallWatch, rows: list[tuple[float, int, int, bool]]) -> lis
 def test_stall_watch_reports_a_partition_waiting_without_progress(
     rows: list[tuple[float, int, int, bool]], stalled_at: list[int]
 ) -> None:
-    answers = _observe(StallWatch(TIMEOUT_S), rows)
+    answers = _observe(StallWatch(TIMEOUT_S, GAP_S), rows)
     assert [n for n, answer in enumerate(answers) if answer] == stalled_at
     assert all(answer in ([], [TP]) for answer in answers)
 
@@ -55,12 +86,13 @@ def test_stall_watch_reports_only_the_partition_that_stalled() -> None:
 
 
 def test_stall_watch_forgets_partitions_no_longer_watched() -> None:
-    watch = StallWatch(TIMEOUT_S)
+    watch = StallWatch(TIMEOUT_S, GAP_S)
     watch.observe(0, {TP: PartitionOffsets(5, 9)}, in_flight=False)
-    watch.observe(20, {}, in_flight=False)  # revoked
+    watch.observe(10, {}, in_flight=False)  # revoked
+    assert watch.observe(20, {TP: PartitionOffsets(5, 9)}, in_flight=False) == []
     assert watch.observe(35, {TP: PartitionOffsets(5, 9)}, in_flight=False) == []
     watch.forget()
-    assert watch.observe(70, {TP: PartitionOffsets(5, 9)}, in_flight=False) == []
+    assert watch.observe(45, {TP: PartitionOffsets(5, 9)}, in_flight=False) == []
 
 
 def test_stall_watch_skips_partitions_in_flight_but_not_the_others() -> None:
