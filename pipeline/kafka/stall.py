@@ -88,11 +88,13 @@ class StallWatch:
         Args:
             now: Monotonic seconds.
             offsets: The watched partitions' offsets (those assigned, or the whole group's);
-                a partition missing from it is no longer watched.
+                a partition missing from it is no longer watched, and any change of the set
+                starts every stretch afresh.
             in_flight: Whether the process has work in flight now (every partition's).
             busy: Partitions with work in flight now.
         """
-        if self._last is not None and now - self._last > self.max_gap_s:
+        gap = self._last is not None and now - self._last > self.max_gap_s
+        if gap or set(offsets) != set(self._committed):
             self._since.clear()
         self._last = now
         since: dict[Partition, float] = {}

@@ -85,6 +85,16 @@ def test_stall_watch_reports_only_the_partition_that_stalled() -> None:
     assert watch.stalls == 1
 
 
+def test_stall_watch_starts_afresh_when_the_watched_partitions_change() -> None:
+    """A rebalance (another member rejoined) pauses every partition: not a stall of its own."""
+    watch = StallWatch(TIMEOUT_S, GAP_S)
+    both = {TP: PartitionOffsets(5, 9), OTHER: PartitionOffsets(2, 9)}
+    watch.observe(0, both)
+    watch.observe(15, {TP: PartitionOffsets(5, 9)})  # OTHER went to another member
+    assert watch.observe(30, {TP: PartitionOffsets(5, 9)}) == []
+    assert watch.observe(45, {TP: PartitionOffsets(5, 9)}) == [TP]
+
+
 def test_stall_watch_forgets_partitions_no_longer_watched() -> None:
     watch = StallWatch(TIMEOUT_S, GAP_S)
     watch.observe(0, {TP: PartitionOffsets(5, 9)}, in_flight=False)
