@@ -8,7 +8,8 @@
 #   make console          the web console over the archive at http://127.0.0.1:8500/
 #   make services-up | services-down | services-status
 #                         (CHATSCRIBE_KAFKA_BROKERS=3: a three-node Kafka cluster, ops/services.sh)
-#   make chaos            the fault tests marked chaos (pytest -m chaos), left out of `make test`
+#   make chaos            the fault tests marked chaos (pytest -m chaos), left out of `make test`,
+#                         among them a two-minute chaos soak (python -m bench.chaos --minutes 2)
 #   make fmt | bench | clean
 #
 # Every target is safe to run twice: the venv is (re)installed only when pyproject.toml changes,
@@ -28,7 +29,7 @@ BENCH_ARGS ?=
 .PHONY: help venv chromium services-up services-down services-status demo test chaos lint check fmt bench clean
 
 help:
-	@sed -n '3,11p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,12p' Makefile | sed 's/^# \{0,1\}//'
 
 venv: $(STAMP)
 

@@ -11,6 +11,7 @@ Tree (retryability is part of the type: workers and the sink decide with ``isins
     │   ├── StreamBrokenError          the stream ended before it finished  (url, lines_read)
     │   ├── RecordDeliveryError        Kafka did not confirm a record                  (topic)
     │   ├── PartitionsRevokedError     a rebalance took the partitions mid-operation   (topic)
+    │   ├── PartitionsStalledError     assigned partitions stalled while records waited
     │   ├── ArchiveUnavailableError    PostgreSQL unreachable or restarting
     │   └── TraceExportError           an OTLP endpoint did not accept spans  (endpoint, spans)
     └── PermanentError                 retrying cannot help
@@ -261,6 +262,24 @@ class PartitionsRevokedError(TransientError):
         super().__init__(f"{message} (topic={topic} partition={partition})")
         self.topic = topic
         self.partition = partition
+
+
+class PartitionsStalledError(TransientError):
+    """Assigned partitions made no progress while records waited and nothing was in flight.
+
+    The rule: :mod:`pipeline.kafka.stall`. The worker stops with it, so the group hands the
+    partitions to its other members and a supervisor starts it again.
+
+    Attributes:
+        partitions: The stalled ``(topic, partition)`` pairs.
+        timeout_s: The seconds without progress that made them stalled.
+    """
+
+    def __init__(self, *, partitions: list[tuple[str, int]], timeout_s: float) -> None:
+        named = ",".join(f"{topic}/{partition}" for topic, partition in partitions)
+        super().__init__(f"no progress for {timeout_s:g} s while records waited ({named})")
+        self.partitions = partitions
+        self.timeout_s = timeout_s
 
 
 class RecordTooLargeError(PermanentError):

@@ -88,6 +88,20 @@ WORKER_HEADROOM: Final = Gauge(
     "chatscribe_worker_headroom",
     "1 while the worker takes new jobs (event-loop lag and CPU under their limits), else 0.",
 )
+HISTORY_SCAN_S: Final = Histogram(
+    "chatscribe_worker_history_scan_seconds",
+    "Seconds one scan of a chat.job-events partition for earlier attempts took (timed out too).",
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
+HISTORY_SCAN_TIMEOUTS: Final = Counter(
+    "chatscribe_worker_history_scan_timeouts_total",
+    "Scans of chat.job-events that did not end within worker_history_scan_timeout_s.",
+)
+STALLS: Final = Counter(
+    "chatscribe_stalls_total",
+    "Stalls a watchdog found: assigned partitions without progress while records waited.",
+    ["process"],
+)
 
 
 def serve(port: int) -> None:

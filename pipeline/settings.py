@@ -81,6 +81,14 @@ class Settings(BaseSettings):
             stream is the next attempt); past them the job fails.
         worker_session_timeout_s: Kafka consumer-group session timeout of the worker: how
             soon the group notices a worker that died (SIGKILL) and hands its jobs over.
+        worker_history_scan_timeout_s: Longest one scan of a ``chat.job-events`` partition
+            for a job's earlier attempts may take (:mod:`pipeline.worker.history`); a scan
+            past it is started again on a new consumer once, then the worker stops with
+            :class:`~pipeline.errors.RecordDeliveryError` (its record is redelivered).
+        worker_stall_timeout_s, sink_stall_timeout_s: How long the worker's or the sink's
+            assigned partitions may make no progress while records wait for them and nothing
+            is in flight before its watchdog logs the stall and re-seeks or rejoins
+            (:mod:`pipeline.kafka.stall`).
         sink_batch_max_records, sink_batch_wait_ms: Sink batching: records per ``getmany``
             and how long to wait for them.
         sink_batch_linger_ms: How long the sink keeps adding to a small batch after its first
@@ -163,6 +171,9 @@ class Settings(BaseSettings):
     run_max_jobs: int = Field(default=DEFAULT_RUN_MAX_JOBS, ge=1)
     worker_max_attempts: int = Field(default=3, ge=1)
     worker_session_timeout_s: float = Field(default=30.0, ge=6.0, le=300.0)
+    worker_history_scan_timeout_s: float = Field(default=60.0, gt=0)
+    worker_stall_timeout_s: float = Field(default=60.0, gt=0)
+    sink_stall_timeout_s: float = Field(default=60.0, gt=0)
     sink_batch_max_records: int = Field(default=5000, ge=1)
     sink_batch_wait_ms: int = Field(default=200, ge=0)
     sink_batch_linger_ms: int = Field(default=200, ge=0)

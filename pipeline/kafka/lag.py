@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError
 
 from pipeline import metrics
-from pipeline.kafka.clients import create_consumer
+from pipeline.kafka.clients import create_admin, create_consumer
+from pipeline.kafka.stall import PartitionOffsets
 from pipeline.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,8 @@ LAG_INTERVAL_S: Final = 5.0
 
 Assignment = Callable[[], Iterable[tuple[str, int]]]
 """Returns the ``(topic, partition)`` pairs assigned to this worker right now."""
+OffsetsObserver = Callable[[dict[tuple[str, int], PartitionOffsets]], None]
+"""Called after each refresh with every assigned partition's committed and end offsets."""
 
 
 def records_behind(end_offset: int, next_offset: int) -> int:
@@ -76,14 +79,22 @@ class LagReporter:
         settings: Bootstrap servers and ``worker_group`` (the group whose commits count).
         assignment: The worker's current assignment (faust's ``consumer.assignment()``).
         interval_s: Seconds between two refreshes.
+        observer: Given the offsets after each refresh that ended (the worker's stall
+            watchdog, :mod:`pipeline.kafka.stall`); a refresh that fails calls nothing.
     """
 
     def __init__(
-        self, settings: Settings, assignment: Assignment, *, interval_s: float = LAG_INTERVAL_S
+        self,
+        settings: Settings,
+        assignment: Assignment,
+        *,
+        interval_s: float = LAG_INTERVAL_S,
+        observer: OffsetsObserver | None = None,
     ) -> None:
         self._settings = settings
         self._consumer: AIOKafkaConsumer | None = None
         self._assignment = assignment
+        self.observer = observer
         self._interval_s = interval_s
         self._reported: set[tuple[str, int]] = set()
         self.refreshes = 0
@@ -117,12 +128,84 @@ class LagReporter:
         tps = [TopicPartition(topic, partition) for topic, partition in assigned]
         ends = await consumer.end_offsets(tps) if tps else {}
         lags: dict[tuple[str, int], int] = {}
+        offsets: dict[tuple[str, int], PartitionOffsets] = {}
         for tp in tps:
-            lag = records_behind(ends[tp], await consumer.committed(tp) or 0)
+            committed = await consumer.committed(tp) or 0
+            lag = records_behind(ends[tp], committed)
             lags[(tp.topic, tp.partition)] = lag
+            offsets[(tp.topic, tp.partition)] = PartitionOffsets(committed, ends[tp])
             metrics.CONSUMER_LAG.labels(topic=tp.topic, partition=str(tp.partition)).set(lag)
+        if self.observer is not None:
+            self.observer(offsets)
         for topic, partition in self._reported - set(lags):
             metrics.CONSUMER_LAG.remove(topic, str(partition))
         self._reported = set(lags)
         self.refreshes += 1
         return lags
+
+
+class GroupOffsets:
+    """Reads a consumer group's committed offsets and the end offsets of its topics.
+
+    Its consumer carries the group's id but never subscribes, so it never joins the group (no
+    rebalance) and does not depend on the group member it watches (the sink's stall watchdog).
+
+    Args:
+        settings: Bootstrap servers.
+        group: The consumer group whose commits are read.
+        topics: Full topic names; every partition of them is read.
+        timeout_s: Longest one :meth:`read` may take.
+    """
+
+    def __init__(
+        self, settings: Settings, *, group: str, topics: Sequence[str], timeout_s: float
+    ) -> None:
+        self._consumer = create_consumer(settings, group_id=group)
+        self._settings = settings
+        self._partitions: list[TopicPartition] = []
+        self._started = False
+        self._group = group
+        self._topics = list(topics)
+        self._timeout_s = timeout_s
+
+    async def stop(self) -> None:
+        """Stops the consumer (started by the first :meth:`read`)."""
+        await self._consumer.stop()
+
+    async def read(self) -> dict[tuple[str, int], PartitionOffsets] | None:
+        """Returns: ``(topic, partition)`` → committed and end offsets; None when not known.
+
+        Not known: Kafka failed or did not answer within ``timeout_s`` (a coordinator away).
+        The topics' partitions are described once, at the first read that succeeds.
+        """
+        consumer = self._consumer
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                if not self._started:
+                    await consumer.start()
+                    self._started = True
+                if not self._partitions:
+                    self._partitions = await self._describe()
+                ends = await consumer.end_offsets(self._partitions)
+                return {
+                    (tp.topic, tp.partition): PartitionOffsets(
+                        await consumer.committed(tp) or 0, ends[tp]
+                    )
+                    for tp in self._partitions
+                }
+        except (KafkaError, TimeoutError) as exc:
+            logger.info("group offsets not read group=%s error=%r", self._group, exc)
+            return None
+
+    async def _describe(self) -> list[TopicPartition]:
+        admin = create_admin(self._settings)
+        await admin.start()
+        try:
+            described = await admin.describe_topics(self._topics)
+        finally:
+            await admin.close()
+        return [
+            TopicPartition(topic["topic"], partition["partition"])
+            for topic in described
+            for partition in topic["partitions"]
+        ]

@@ -68,6 +68,7 @@ from tenacity import (
 from models import wire
 from models.records import JobEvent, LineEnvelope
 from pipeline import collector
+from pipeline import metrics as pipeline_metrics
 from pipeline.archive.writer import ArchiveWriter, BatchOutcome
 from pipeline.errors import (
     ArchiveRejectedError,
@@ -79,7 +80,8 @@ from pipeline.errors import (
 from pipeline.kafka import consumer as kafka_consumer
 from pipeline.kafka.clients import create_consumer, create_producer, ensure_topics
 from pipeline.kafka.dead_letters import send_dead_letters
-from pipeline.kafka.lag import assigned_lag
+from pipeline.kafka.lag import GroupOffsets, assigned_lag
+from pipeline.kafka.stall import STALL_CHECK_S, StallWatch
 from pipeline.settings import Settings
 from pipeline.sink import metrics
 from pipeline.sink.answers import AnswerPublisher
@@ -112,6 +114,8 @@ lines per request, each request costing the broker and the sink CPU (at C=200 th
 31 µs of CPU per line, issue 13); 50 ms is well inside the sink's 200 ms linger."""
 LAG_EVERY_S: Final = 1.0
 """Least seconds between two updates of the consumer-lag gauge."""
+REJOIN_STOP_S: Final = 10.0
+"""How long a stalled consumer is given to leave the group before it is abandoned."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,12 +170,15 @@ class Sink:
         self._lag_at = 0.0
         self._prefetch: Prefetcher | None = None
         self._slow = True
+        self._batch: asyncio.Task[BatchReport] | None = None
+        self._writing: set[tuple[str, int]] = set()
+        self._rejoining = False
 
     def __repr__(self) -> str:
         s = self._stats
         return (
             f"<Sink group={self._settings.sink_group} batches={s.batches} lines={s.lines} "
-            f"events={s.events} dead_lettered={s.dead_lettered}>"
+            f"events={s.events} dead_lettered={s.dead_lettered} rejoins={s.rejoins}>"
         )
 
     @property
@@ -205,15 +212,7 @@ class Sink:
         )
         if self._settings.otel_endpoint is not None:
             self._traces = TracePublisher(self._settings)
-        self._consumer = create_consumer(
-            self._settings,
-            self._lines_topic,
-            self._events_topic,
-            group_id=self._settings.sink_group,
-            client_id="chatscribe-sink",
-            fetch_min_bytes=SINK_FETCH_MIN_BYTES,
-            fetch_max_wait_ms=SINK_FETCH_MAX_WAIT_MS,
-        )
+        self._consumer = self._new_consumer()
         await self._consumer.start()
         self._prefetch = Prefetcher(self._consumer, self._fetch)
         logger.info(
@@ -221,6 +220,17 @@ class Sink:
             self._settings.sink_group,
             self._lines_topic,
             self._events_topic,
+        )
+
+    def _new_consumer(self) -> Any:
+        return create_consumer(
+            self._settings,
+            self._lines_topic,
+            self._events_topic,
+            group_id=self._settings.sink_group,
+            client_id="chatscribe-sink",
+            fetch_min_bytes=SINK_FETCH_MIN_BYTES,
+            fetch_max_wait_ms=SINK_FETCH_MAX_WAIT_MS,
         )
 
     async def stop(self) -> None:
@@ -245,20 +255,106 @@ class Sink:
     async def run(self) -> None:
         """Archives batches until :meth:`request_stop`; transient failures pause and retry.
 
+        A watchdog (:meth:`_watch_stalls`) rejoins the group when its partitions stall.
+
         Raises:
             PermanentError: A failure no retry can fix (e.g. a missing table).
         """
-        while not self._stopping.is_set():
-            try:
-                await self.run_once()
-            except TransientError as exc:
-                logger.warning("batch not archived, will read it again: %s", exc)
-                await self._pause(RETRY_MIN_S)
-            if self._stats.summary_due():
-                self._stats.log_summary(await self._lag(publish=True))
+        watchdog = asyncio.create_task(self._watch_stalls(), name="sink-stall-watchdog")
+        try:
+            await self._run_batches()
+        finally:
+            watchdog.cancel()
+            await asyncio.gather(watchdog, return_exceptions=True)
         if self._prefetch is not None and self._prefetch.pending:
             with contextlib.suppress(TransientError):  # not committed: read again later
                 await self.run_once()  # the batch fetched ahead (none is fetched when stopping)
+
+    async def _run_batches(self) -> None:
+        while not self._stopping.is_set():
+            self._batch = asyncio.create_task(self.run_once())
+            try:
+                await self._batch
+            except TransientError as exc:
+                logger.warning("batch not archived, will read it again: %s", exc)
+                await self._pause(RETRY_MIN_S)
+            except asyncio.CancelledError:
+                if not self._rejoining:
+                    raise
+            finally:
+                self._batch = None
+            if self._rejoining:  # the watchdog cancelled the batch (or it ended just before)
+                await self._rejoin()
+            if self._stats.summary_due():
+                self._stats.log_summary(await self._lag(publish=True))
+
+    async def _watch_stalls(self) -> None:
+        """Every :data:`STALL_CHECK_S`, asks the group's offsets whether its partitions stalled.
+
+        The rule: :mod:`pipeline.kafka.stall` (in flight: the partitions of the batch being
+        written), on the partitions assigned to this sink, or on all of the group's while it
+        holds none. On a stall the batch in progress (waiting on a fetch or a commit that does
+        not come) is cancelled and :meth:`_rejoin` replaces the consumer: its client starts
+        with fresh metadata. (aiokafka 0.14 resets a partition's position with ListOffsets to
+        the leader its metadata names and, on ``NotLeaderForPartitionError``, retries the same
+        node without refreshing the metadata: after a broker's pause moved the leadership, a
+        partition can wait for the periodic refresh, ``metadata_max_age_ms``, 5 min.)
+        """
+        topics = (self._lines_topic, self._events_topic)
+        offsets = GroupOffsets(
+            self._settings,
+            group=self._settings.sink_group,
+            topics=topics,
+            timeout_s=STALL_CHECK_S,
+        )
+        watch = StallWatch(self._settings.sink_stall_timeout_s)
+        try:
+            while True:
+                await asyncio.sleep(STALL_CHECK_S)
+                found = await offsets.read()
+                if found is None:
+                    continue
+                assigned = self.assigned()
+                if assigned:  # none: a member the group may have forgotten watches them all
+                    found = {tp: seen for tp, seen in found.items() if tp in assigned}
+                stalled = watch.observe(time.monotonic(), found, busy=self._writing)
+                if stalled and self._batch is not None and not self._rejoining:
+                    logger.warning(
+                        "sink stalled: partitions without progress while records wait, "
+                        "rejoining the group group=%s stalled=%s timeout_s=%g",
+                        self._settings.sink_group,
+                        _named(stalled),
+                        self._settings.sink_stall_timeout_s,
+                    )
+                    pipeline_metrics.STALLS.labels(process="sink").inc()
+                    self._rejoining = True
+                    self._batch.cancel()
+                    watch.forget()
+        finally:
+            await offsets.stop()
+
+    async def _rejoin(self) -> None:
+        """Replaces the consumer: a new member joins the group from the committed offsets.
+
+        The batch fetched ahead is dropped (never committed: read again). The old consumer is
+        given :data:`REJOIN_STOP_S` to leave the group; one that does not is abandoned (the
+        coordinator drops it after its session timeout).
+        """
+        try:
+            if self._prefetch is not None:
+                await self._prefetch.cancel()
+            old, self._consumer = self._consumer, self._new_consumer()
+            try:
+                async with asyncio.timeout(REJOIN_STOP_S):
+                    await old.stop()
+            except Exception as exc:  # a consumer that cannot leave is abandoned
+                logger.warning("stalled consumer not stopped cleanly error=%r", exc)
+            await self._consumer.start()
+            self._prefetch = Prefetcher(self._consumer, self._fetch)
+            self._stats.rejoins += 1
+            logger.info("sink rejoined group=%s", self._settings.sink_group)
+        finally:
+            self._rejoining = False
 
     async def run_once(self, *, commit: bool = True) -> BatchReport:
         """Archives one batch and (unless ``commit=False``) commits its offsets.
@@ -285,11 +381,14 @@ class Sink:
         if not self._stopping.is_set():
             self._prefetch.start()
         metrics.BATCH_RECORDS.observe(fetched.records)
+        self._writing = {(tp.topic, tp.partition) for tp in fetched.batches}
         try:
             report = await self._archive(fetched)
         except TransientError:
             self._rewind(rewind_offsets(fetched, await self._prefetch.cancel()))
             raise
+        finally:
+            self._writing = set()
         committed = await self._commit(fetched.batches) if commit else False
         metrics.BATCHES.labels(committed=str(committed).lower()).inc()
         self._stats.add(report)
@@ -476,3 +575,7 @@ async def _serve(settings: Settings) -> None:
         await sink.run()
     finally:
         await sink.stop()
+
+
+def _named(partitions: Sequence[tuple[str, int]]) -> str:
+    return ",".join(f"{topic}/{partition}" for topic, partition in partitions)

@@ -152,6 +152,7 @@ class SinkStats:
 
     def __init__(self) -> None:
         self.batches = self.lines = self.events = self.dead_lettered = 0
+        self.rejoins = 0
         self._since = time.monotonic()
         self._lines_since = 0
 

@@ -44,6 +44,8 @@ import logging
 import os
 import socket
 import tempfile
+import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -58,7 +60,12 @@ from models.records import ChatJob, JobEvent
 from pipeline import collector, metrics
 from pipeline.chat.client import ChatClient
 from pipeline.chat.targets import OutboundPolicy
-from pipeline.errors import ChatUrlRefusedError, InvalidJobError, RecordDeliveryError
+from pipeline.errors import (
+    ChatUrlRefusedError,
+    InvalidJobError,
+    PartitionsStalledError,
+    RecordDeliveryError,
+)
 from pipeline.kafka.clients import (
     DEFAULT_PARTITIONS,
     LINES_LINGER_MS,
@@ -70,6 +77,7 @@ from pipeline.kafka.clients import (
 )
 from pipeline.kafka.dead_letters import send_dead_letters
 from pipeline.kafka.lag import LagReporter
+from pipeline.kafka.stall import PartitionOffsets, StallWatch
 from pipeline.settings import Settings
 from pipeline.worker.admission import Admission
 from pipeline.worker.attempts import PriorAttempts, superseded_event
@@ -110,11 +118,18 @@ class WorkerResources(Service):
         *,
         lag: LagReporter | None = None,
         handover: HandOver | None = None,
+        on_stall: Callable[[PartitionsStalledError], Coroutine[Any, Any, None]] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.settings = settings
         self._lag = lag
+        self._stall = StallWatch(settings.worker_stall_timeout_s)
+        self._on_stall = on_stall
+        self.processing = 0
+        """``chat.requests`` records being handled now (history lookup, admission, job)."""
+        if lag is not None:
+            lag.observer = self._observe_offsets
         self.handover = handover or HandOver(lambda: False)
         self._background: list[asyncio.Task[None]] = []
         self.worker_id = settings.worker_id or f"{socket.gethostname()}-{os.getpid()}"
@@ -187,6 +202,30 @@ class WorkerResources(Service):
         Errors of the job itself end as its ``failed`` event; only failures to write to Kafka
         (:class:`RecordDeliveryError`) are raised.
         """
+        self.processing += 1
+        try:
+            await self._process(event)
+        finally:
+            self.processing -= 1
+
+    def _observe_offsets(self, offsets: dict[tuple[str, int], PartitionOffsets]) -> None:
+        """The stall watchdog: the assigned partitions' offsets after each lag refresh.
+
+        The rule: :mod:`pipeline.kafka.stall` (in flight: a record being handled). A stall is
+        logged, counted, and handed to ``on_stall`` (the app stops the worker).
+        """
+        stalled = self._stall.observe(time.monotonic(), offsets, in_flight=self.processing > 0)
+        if not stalled:
+            return
+        error = PartitionsStalledError(
+            partitions=stalled, timeout_s=self.settings.worker_stall_timeout_s
+        )
+        logger.warning("worker stalled worker_id=%s error=%s", self.worker_id, error)
+        metrics.STALLS.labels(process="worker").inc()
+        if self._on_stall is not None:
+            self._background.append(asyncio.create_task(self._on_stall(error)))
+
+    async def _process(self, event: EventT[Any]) -> None:
         message = event.message
         value: bytes = message.value or b""
         try:
@@ -362,7 +401,9 @@ def create_app(settings: Settings, *, replication_factor: int | None = None) -> 
     requests = settings.topic(wire.TOPIC_REQUESTS)
     lag = LagReporter(settings, assignment(app, requests))
     handover = HandOver(lambda: bool(app.rebalancing or app.should_stop))
-    resources = WorkerResources(settings, lag=lag, handover=handover)
+    resources = WorkerResources(
+        settings, lag=lag, handover=handover, on_stall=lambda exc: _crash(app, exc)
+    )
     app.add_dependency(resources)
     _add_agents(app, settings, resources)
     add_rebalance_hooks(app, resources.history, worker_id=resources.worker_id, topic=requests)
@@ -401,9 +442,10 @@ def _add_agents(app: faust.App, settings: Settings, resources: WorkerResources) 
             resources.cancellations.receive(event.message.key, event.message.value)
 
 
-async def _crash(app: faust.App, exc: RecordDeliveryError) -> None:
+async def _crash(app: faust.App, exc: RecordDeliveryError | PartitionsStalledError) -> None:
     """Stops the worker (exit code 1); the caller leaves the current record unacknowledged."""
-    logger.critical("kafka did not confirm records; stopping the worker error=%r", exc)
+    reason = "kafka did not confirm records" if isinstance(exc, RecordDeliveryError) else "stalled"
+    logger.critical("%s; stopping the worker error=%r", reason, exc)
     await app.crash(exc)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
@@ -39,6 +40,7 @@ from tenacity import (
 
 from models.records import JobEvent
 from models.wire import TOPIC_JOB_EVENTS
+from pipeline import metrics
 from pipeline.errors import RecordDeliveryError
 from pipeline.kafka.clients import create_consumer, key_partition
 from pipeline.settings import Settings
@@ -53,6 +55,8 @@ SCAN_POLL_MS: Final = 1000
 PARTITIONS_WAIT_S: Final = 60.0
 """How long a starting worker waits for a topic's partitions to show in Kafka's metadata."""
 PARTITIONS_RETRY_MAX_S: Final = 2.0
+SCAN_ATTEMPTS: Final = 2
+"""Scans of one partition that may time out before the lookup fails."""
 
 
 async def topic_partitions(
@@ -141,16 +145,22 @@ class JobHistory:
         self._partitions = sorted(partitions)
         if not self._partitions:
             raise RecordDeliveryError("topic has no partitions", topic=self._topic)
-        self._consumer = create_consumer(self._settings, group_id=None)
+        await self._start_consumer()
+
+    async def _start_consumer(self) -> AIOKafkaConsumer:
+        consumer = self._consumer = create_consumer(self._settings, group_id=None)
         try:
-            await self._consumer.start()
+            await consumer.start()
         except KafkaError as exc:
+            self._consumer = None
             raise RecordDeliveryError(f"cannot read events: {exc!r}", topic=self._topic) from exc
+        return consumer
 
     async def stop(self) -> None:
         """Stops the consumer."""
         if self._consumer is not None:
             await self._consumer.stop()
+            self._consumer = None
 
     def forget(self) -> None:
         """Drops every index (call on a rebalance: other workers may have run jobs since)."""
@@ -183,12 +193,54 @@ class JobHistory:
         return index.jobs.get(job_id, PriorAttempts())
 
     async def _scan(self, partition: int, since_ms: int) -> _Index:
+        """Scans ``partition`` from ``since_ms``, within ``worker_history_scan_timeout_s``.
+
+        A scan past the timeout (a fetch that never returns: its leader paused or gone) is
+        counted (:data:`pipeline.metrics.HISTORY_SCAN_TIMEOUTS`), logged, and started again
+        on a new consumer, which looks the partition's leader up anew; a second one raises.
+
+        Raises:
+            RecordDeliveryError: Kafka failed the scan, or it timed out twice.
+        """
+        timeout_s = self._settings.worker_history_scan_timeout_s
+        for attempt in range(1, SCAN_ATTEMPTS + 1):
+            started = time.monotonic()
+            try:
+                async with asyncio.timeout(timeout_s):
+                    consumer = self._consumer or await self._start_consumer()  # (re)started
+                    return await self._read(consumer, partition, since_ms)
+            except TimeoutError:
+                metrics.HISTORY_SCAN_TIMEOUTS.inc()
+                logger.warning(
+                    "job history scan timed out topic=%s partition=%s timeout_s=%g attempt=%d",
+                    self._topic,
+                    partition,
+                    timeout_s,
+                    attempt,
+                )
+                await self._drop_consumer()
+            finally:
+                metrics.HISTORY_SCAN_S.observe(time.monotonic() - started)
+        raise RecordDeliveryError(
+            f"job history scan of partition {partition} timed out {SCAN_ATTEMPTS} times "
+            f"({timeout_s:g} s each)",
+            topic=self._topic,
+        )
+
+    async def _drop_consumer(self) -> None:
+        """Stops the consumer of a scan that timed out, within the same timeout."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is None:
+            return
+        try:
+            async with asyncio.timeout(self._settings.worker_history_scan_timeout_s):
+                await consumer.stop()
+        except (TimeoutError, KafkaError) as exc:
+            logger.warning("job history consumer not stopped cleanly error=%r", exc)
+
+    async def _read(self, consumer: AIOKafkaConsumer, partition: int, since_ms: int) -> _Index:
         tp = TopicPartition(self._topic, partition)
-        consumer = self._consumer
-        assert consumer is not None, "JobHistory not started"
         index = _Index(since_ms)
-        # Logged before the scan too: a takeover that never starts shows whether a scan hung
-        # or no record came (a clean-clone CI run saw one such stall after a rebalance).
         logger.info("job history scan started topic=%s partition=%s", self._topic, partition)
         try:
             consumer.assign([tp])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -10,8 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.faults.cluster_support import KafkaCluster, kafka_cluster_started
-from tests.integration.faults.fault_support import StackFactory, running_stack
+from tests.integration.faults.cluster_support import (
+    SHARED_STATE,
+    KafkaCluster,
+    kafka_cluster_started,
+)
+from tests.integration.faults.fault_support import StackFactory, ops_services, running_stack
+from tests.stack_support import free_port
 
 
 @pytest.fixture
@@ -46,3 +52,31 @@ def cluster(kafka_cluster: KafkaCluster) -> KafkaCluster:
     """:func:`kafka_cluster` with every node running."""
     kafka_cluster.heal()
     return kafka_cluster
+
+
+@pytest.fixture(scope="session")
+def private_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    """A one-node Kafka of the fault tests' own; yields its bootstrap address and ops env.
+
+    One for the session (its start takes ~40 s on a loaded machine): each test that stops,
+    restarts or pauses it leaves it running, and uses topics of its own. Its state
+    (``kafka/kafka.pid`` among it) is in a session temporary folder; the jars are linked from
+    the shared cache.
+    """
+    state = tmp_path_factory.mktemp("private-kafka") / "state"
+    (state / "kafka").mkdir(parents=True)
+    shared = SHARED_STATE / "kafka"
+    (state / "kafka/libs").symlink_to(shared / "libs")
+    (state / "kafka/libs.pom.sha256").write_bytes((shared / "libs.pom.sha256").read_bytes())
+    bootstrap = f"127.0.0.1:{free_port()}"
+    env = {
+        **os.environ,
+        "CHATSCRIBE_STATE_DIR": str(state),
+        "CHATSCRIBE_KAFKA_BOOTSTRAP": bootstrap,
+        "CHATSCRIBE_KAFKA_CONTROLLER_PORT": str(free_port()),
+    }
+    ops_services(env, "start-kafka")
+    try:
+        yield bootstrap, env
+    finally:
+        ops_services(env, "stop-kafka")

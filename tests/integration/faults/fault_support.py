@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import subprocess
 import time
 import uuid
 from collections import defaultdict
@@ -39,7 +40,7 @@ from models.records import ChatJob
 from pipeline.kafka.clients import DEFAULT_PARTITIONS
 from pipeline.runs.submit import submit_jobs
 from pipeline.settings import Settings
-from tests.stack_support import ChatApi, ProcessStack, isolated_settings
+from tests.stack_support import ROOT, ChatApi, ProcessStack, isolated_settings
 
 API_KEY = "faults-key"
 READY_TIMEOUT_S = 90.0
@@ -403,3 +404,11 @@ StackFactory = Callable[..., AbstractContextManager[FaultStack]]
 def submit(settings: Settings, jobs: Sequence[ChatJob]) -> None:
     """Publishes ``jobs`` as ``chatscribe batch`` does (accepted event, then the job)."""
     asyncio.run(submit_jobs(settings, jobs))
+
+
+def ops_services(env: dict[str, str], command: str) -> None:
+    """Runs ``ops/services.sh COMMAND`` with ``env``, failing the test with its output."""
+    done = subprocess.run(
+        [str(ROOT / "ops/services.sh"), command], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, f"services.sh {command}:\n{done.stdout}\n{done.stderr}"

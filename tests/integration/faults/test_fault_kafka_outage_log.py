@@ -1,9 +1,10 @@
 """Kafka down ~10 s under a running worker: a few summary lines, not a flood of library errors.
 
-A private broker (``ops/services.sh``, as in ``test_fault_kafka_restart.py``) is stopped while
-jobs stream and started again 10 s later. The worker's log must hold one "outage started" and
-one "outage ended" line from :mod:`pipeline.kafka.outage` and no ERROR line of aiokafka (one
-worker wrote 1,421 of them in a 20 s outage before, issue 13); the run still loses nothing.
+A private broker (fixture ``private_kafka``: ``ops/services.sh`` with its own state folder) is
+stopped while jobs stream and started again 10 s later. The worker's log must hold one "outage
+started" and one "outage ended" line from :mod:`pipeline.kafka.outage` and no ERROR line of
+aiokafka (one worker wrote 1,421 of them in a 20 s outage before, issue 13); the run still loses
+nothing.
 """
 
 from __future__ import annotations
@@ -14,12 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.faults.fault_support import running_stack
-from tests.integration.faults.test_fault_kafka_restart import _services, private_kafka
+from tests.integration.faults.fault_support import ops_services, running_stack
 
 pytestmark = pytest.mark.integration
-
-__all__ = ["private_kafka"]  # the fixture, imported for this module's test
 
 JOBS = 12
 LINE_DELAY_MS = 150
@@ -38,9 +36,9 @@ def test_fault_kafka_outage_is_summarised_in_the_worker_log(
     ) as stack:
         run_id = stack.submit_run(JOBS)
         stack.wait_streaming(run_id, at_least=2)
-        _services(ops_env, "stop-kafka")
+        ops_services(ops_env, "stop-kafka")
         time.sleep(OUTAGE_S)
-        _services(ops_env, "start-kafka")
+        ops_services(ops_env, "start-kafka")
         stack.wait_archived(run_id, JOBS, timeout_s=180)
         stack.wait_until(
             lambda: "kafka outage ended" in stack.workers[0].log(chars=10_000_000),
