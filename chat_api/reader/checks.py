@@ -7,10 +7,12 @@ A :class:`~chat_api.reader.query.Query` from the rule reader or from a language 
 - every member it names is a member of that view and visible to the user (an access policy's
   ``member_level`` hides the others, as ``cubeMeta`` does);
 - measures are measures, dimensions are dimensions, time dimensions are of type ``time``,
-  aggregates read numeric dimensions (Cube documentation, "REST API › Query format");
+  sums, averages, medians and percentiles read numeric dimensions (Cube documentation, "REST
+  API › Query format");
 - operators and granularities are Cube's, and values fit the member: numbers for numeric
   members, ISO dates for time members, and for a string dimension compared with ``equals`` or
-  ``notEquals`` a value the index holds for this user (:attr:`ModelIndex.domain`).
+  ``notEquals`` a value the index holds for this user (:attr:`ModelIndex.domain`);
+- an ``order`` names a member of the view or one of the query's output columns.
 
 The first failure raises :class:`~chat_api.errors.InvalidQueryError` with a message that names
 the member and what the model offers instead, precise enough for a language model to correct
@@ -27,6 +29,7 @@ from typing import get_args
 from chat_api.errors import InvalidQueryError
 from chat_api.reader.index import ModelIndex, ViewIndex
 from chat_api.reader.query import Aggregation, Filter, Granularity, Operator, Query, TimePart
+from chat_api.reader.sql import aggregate_name, column
 from chat_api.semantic.model import SemanticModel
 from chat_api.sql.policies import UserContext, resolve_access
 
@@ -34,10 +37,13 @@ OPERATORS = frozenset(get_args(Operator))
 GRANULARITIES = frozenset(get_args(Granularity))
 TIME_PARTS = frozenset(get_args(TimePart))
 AGGREGATIONS = frozenset(get_args(Aggregation))
-MAX_LIMIT = 10_000
+MAX_LIMIT = 1_000_000
 """Largest ``limit`` a query may ask for."""
 _DOMAIN_OPERATORS = frozenset({"equals", "notEquals"})
 _NUMERIC = frozenset({"number", "boolean"})
+_ANY_TYPE = frozenset({"count", "countDistinct", "min", "max"})
+"""Aggregates that read a dimension of any type; the others need a number."""
+_BOOLEANS = frozenset({"true", "false", "1", "0"})
 _SHOWN_VALUES = 8
 
 
@@ -57,7 +63,7 @@ def check_query(
     """
     view = _view(query.view, index, model=model, user=user)
     visible = resolve_access(model, query.view, user).visible
-    for name in query.members + _other_members(query):
+    for name in query.members + _other_members(query, view):
         _member(name, view, visible)
     _kinds(query, view)
     for f in (*query.filters, *query.share):
@@ -92,15 +98,29 @@ def _view(name: str, index: ModelIndex, *, model: SemanticModel, user: UserConte
     return index.views[name]
 
 
-def _other_members(query: Query) -> tuple[str, ...]:
+def _other_members(query: Query, view: ViewIndex) -> tuple[str, ...]:
     """Members named outside :attr:`Query.members`: having, order, groups, sides."""
     aggregated = {a.member for a in query.aggregates}
     found = [f.member for f in query.having if f.member not in aggregated]
-    found += [m for m, _ in query.order if m not in aggregated]
+    outputs = _output_names(query, view)
+    found += [m for m, _ in query.order if m not in aggregated and column(m) not in outputs]
     found += list(query.per_group.dimensions) if query.per_group else []
     found += [query.sides.member] if query.sides else []
     found += [t.dimension for t in query.share_parts]
     return tuple(dict.fromkeys(found))
+
+
+def _output_names(query: Query, view: ViewIndex) -> set[str]:
+    """Output columns an order may name (``chat_api.reader.sql``).
+
+    The query's measures, dimensions and aggregates, and any time dimension's grain or part
+    (``month_start_year``): an order on a grain the query does not output is left out of the
+    SQL, never run against another column.
+    """
+    found = {column(m) for m in (*query.measures, *query.dimensions)}
+    times = [n for n, info in view.members.items() if info.member.type == "time"]
+    found |= {f"{column(t)}_{grain}" for t in times for grain in GRANULARITIES | TIME_PARTS}
+    return found | {aggregate_name(a) for a in query.aggregates}
 
 
 def _member(name: str, view: ViewIndex, visible: frozenset[str]) -> None:
@@ -129,8 +149,8 @@ def _kinds(query: Query, view: ViewIndex) -> None:
                 "bad_operator", f"time part {part.part!r} is not one of {_listed(TIME_PARTS)}"
             )
     for agg in query.aggregates:
-        numeric = members[agg.member].member.type in _NUMERIC
-        _expect(numeric, agg.member, "a numeric dimension", "aggregates")
+        numeric = agg.agg in _ANY_TYPE or members[agg.member].member.type in _NUMERIC
+        _expect(numeric, agg.member, f"a numeric dimension (for {agg.agg})", "aggregates")
         if agg.agg not in AGGREGATIONS:
             raise InvalidQueryError(
                 "bad_operator", f"aggregate {agg.agg!r} is not one of {_listed(AGGREGATIONS)}"
@@ -157,7 +177,11 @@ def _filter(f: Filter, view: ViewIndex, index: ModelIndex) -> None:
     _operator(f)
     member = view.members[f.member].member
     for value in f.values:
-        if member.type in _NUMERIC:
+        if member.type == "boolean" and value.lower() not in _BOOLEANS:
+            raise InvalidQueryError(
+                "bad_value", f"{value!r} is not true or false for {f.member}", member=f.member
+            )
+        if member.type == "number":
             _number(value, f.member)
         elif member.type == "time":
             _date(value, f.member)
