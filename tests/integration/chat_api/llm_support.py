@@ -51,11 +51,13 @@ class ScriptedModel:
     base_url: str = ""
     script: list[Reply] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    authorizations: list[str] = field(default_factory=list)
 
     def play(self, *replies: Reply) -> None:
         """Replaces the script and forgets earlier requests."""
         self.script = list(replies)
         self.requests.clear()
+        self.authorizations.clear()
 
     def next_reply(self) -> Reply:
         return self.script.pop(0) if len(self.script) > 1 else self.script[0]
@@ -118,6 +120,7 @@ def stalled(reply: Reply, *, after: int, seconds: float) -> Reply:
 def _app(state: ScriptedModel) -> Starlette:
     async def completions(request: Request) -> Response:
         state.requests.append(await request.json())
+        state.authorizations.append(request.headers.get("authorization", ""))
         reply = state.next_reply()
         if reply.status != 200:
             body = {"error": {"message": f"scripted {reply.status}", "type": "server_error"}}

@@ -11,11 +11,13 @@ another origin is returned (counts come from hand-written DuckDB SQL on the ware
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from chat_api.agent import Toolbox, Turn, TurnRequest
 from chat_api.errors import CircuitOpenError, LanguageModelUnavailableError
@@ -278,3 +280,17 @@ def test_client_errors_carry_status_and_retry_after(scripted: ScriptedModel) -> 
     with pytest.raises(CircuitOpenError):
         list(chat.complete([{"role": "user", "content": "hi"}]))
     assert len(scripted.requests) == 1
+
+
+def test_key_is_sent_as_a_bearer_token_and_never_logged(
+    llm_toolbox: Toolbox, scripted: ScriptedModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = "sk-scripted-0123456789"
+    chat = ChatModel(_config(scripted.base_url, api_key=SecretStr(key)))
+    reader = replace(llm_toolbox, language_model=LanguageModelReader(chat))
+    scripted.play(tool_call("typed_query", COUNT))
+    with caplog.at_level(logging.DEBUG):
+        asked = _ask(reader, "How many flights were there?")
+    assert scripted.authorizations == [f"Bearer {key}"]
+    assert asked.rows == [[_jfk_count(llm_toolbox)]]
+    assert key not in caplog.text and key not in json.dumps(asked.lines)
