@@ -151,18 +151,16 @@ class ChatModel:
             CircuitOpenError: the endpoint failed too often in a row; no call was made.
             LanguageModelError: any other refusal of the endpoint.
         """
-        if self._breaker.current_state == pybreaker.STATE_OPEN:
+        try:
+            with self._breaker.calling():  # refuses at once while open
+                self.calls += 1
+                return (yield from self._stream(messages, tools))
+        except pybreaker.CircuitBreakerError as exc:
             raise CircuitOpenError(
                 f"the language model at {self.config.base_url} keeps failing; calls pause for "
                 f"{self.config.breaker_reset_s:g} s",
                 retry_after_s=self.config.breaker_reset_s,
-            )
-        self.calls += 1
-        try:
-            with self._breaker.calling():
-                return (yield from self._stream(messages, tools))
-        except pybreaker.CircuitBreakerError as exc:
-            raise CircuitOpenError(str(exc), retry_after_s=self.config.breaker_reset_s) from exc
+            ) from exc
         except LanguageModelError:
             self.failures += 1
             raise

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,7 +22,7 @@ from pydantic import SecretStr
 
 from chat_api.agent import Toolbox, Turn, TurnRequest
 from chat_api.errors import CircuitOpenError, LanguageModelUnavailableError
-from chat_api.reader.llm import ChatModel, LanguageModelConfig, LanguageModelReader
+from chat_api.reader.llm import ChatModel, Completion, LanguageModelConfig, LanguageModelReader
 from chat_api.semantic.model import load_model
 from chat_api.sql.policies import UserContext
 from models import wire
@@ -280,6 +281,29 @@ def test_client_errors_carry_status_and_retry_after(scripted: ScriptedModel) -> 
     with pytest.raises(CircuitOpenError):
         list(chat.complete([{"role": "user", "content": "hi"}]))
     assert len(scripted.requests) == 1
+
+
+def test_open_breaker_tries_again_after_its_pause(scripted: ScriptedModel) -> None:
+    chat = ChatModel(_config(scripted.base_url, max_retries=0, breaker_failures=1))
+    chat = ChatModel(replace(chat.config, breaker_reset_s=0.3))
+    scripted.play(status(500), tool_call("typed_query", COUNT))
+    with pytest.raises(LanguageModelUnavailableError):
+        list(chat.complete([{"role": "user", "content": "hi"}]))
+    with pytest.raises(CircuitOpenError):
+        list(chat.complete([{"role": "user", "content": "hi"}]))
+    time.sleep(0.4)  # past the pause: the next call is tried (half-open), and closes it
+    completion = _drain(chat.complete([{"role": "user", "content": "hi"}]))
+    assert completion.tool_calls == [("typed_query", json.dumps(COUNT))]
+    assert len(scripted.requests) == 2
+
+
+def _drain(answer: Generator[str, None, Completion]) -> Completion:
+    while True:
+        try:
+            next(answer)
+        except StopIteration as stop:
+            completion: Completion = stop.value
+            return completion
 
 
 def test_key_is_sent_as_a_bearer_token_and_never_logged(
