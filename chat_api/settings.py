@@ -32,7 +32,8 @@ Environment variables (prefix ``CHATSCRIBE_``):
 ``CHATSCRIBE_LLM_MODEL``              the model name sent to it
 ``CHATSCRIBE_LLM_API_KEY_ENV``        the name of the environment variable holding its key
                                       (default ``CHATSCRIBE_LLM_API_KEY``; unset: no key)
-``CHATSCRIBE_LLM_OUTPUT``             ``tools`` (tool calling, default) or ``json``
+``CHATSCRIBE_LLM_OUTPUT``             ``tools`` (tool calling, default), ``forced`` (the query
+                                      tool named in ``tool_choice``: llama.cpp) or ``json``
                                       (``response_format`` with the query's JSON Schema)
 ``CHATSCRIBE_LLM_TIMEOUT_S``          connect and between-chunk timeout (default 30)
 ``CHATSCRIBE_LLM_CALL_TIMEOUT_S``     longest one model call may stream (default 120)
@@ -203,7 +204,7 @@ class ChatApiSettings(BaseSettings):
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key_env: str = Field(default=DEFAULT_LLM_API_KEY_ENV, min_length=1)
-    llm_output: Literal["tools", "json"] = "tools"
+    llm_output: Literal["tools", "forced", "json"] = "tools"
     llm_timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
     llm_call_timeout_s: float = Field(default=DEFAULT_CALL_TIMEOUT_S, gt=0)
     llm_max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0)

@@ -13,7 +13,8 @@
 #
 # Environment: LLM_SMOKE_PORT (default a free port), LLM_SMOKE_QUESTIONS (a questions file),
 # LLM_SMOKE_CTX (context tokens, default 8192), LLM_SMOKE_CHAT_FORMAT (llama.cpp chat format,
-# default chatml-function-calling: tool calls constrained by a grammar).
+# default chatml-function-calling: tool calls constrained by a grammar; it streams a tool call
+# only when tool_choice names the tool, hence CHATSCRIBE_LLM_OUTPUT=forced).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,6 +69,7 @@ done
 
 say "chatscribe eval --reader llm on $questions"
 started=$(date +%s)
+CHATSCRIBE_LLM_OUTPUT=${CHATSCRIBE_LLM_OUTPUT:-forced} \
 CHATSCRIBE_LLM_CALL_TIMEOUT_S=${CHATSCRIBE_LLM_CALL_TIMEOUT_S:-300} \
 CHATSCRIBE_LLM_TIMEOUT_S=${CHATSCRIBE_LLM_TIMEOUT_S:-120} \
     "$venv/bin/chatscribe" eval --reader llm --llm-base-url "$base_url" \

@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import openai
 import pybreaker
@@ -48,8 +48,11 @@ DEFAULT_BREAKER_RESET_S = 30.0
 DEFAULT_MAX_TOKENS = 1024
 UNUSED_API_KEY = "unused"
 """Sent when no key is configured: local servers ignore it, the ``openai`` client needs one."""
-OutputMode = str
-"""``tools``: the query as a tool call; ``json``: as content under a JSON-schema format."""
+OutputMode = Literal["tools", "forced", "json"]
+"""How the query is asked for: ``tools`` offers the tools (the model may call
+``cannot_answer``); ``forced`` names the query tool in ``tool_choice`` (servers that constrain
+only a named tool's arguments by a grammar, as llama.cpp's ``chatml-function-calling`` does
+when streaming); ``json`` puts the query's schema in ``response_format`` (structured outputs)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class LanguageModelConfig:
         base_url: The endpoint's base URL (``http://127.0.0.1:8080/v1``).
         model: The model name sent with each request.
         api_key: The key, read from the environment variable the settings name; never logged.
-        output: ``tools`` (tool calling) or ``json`` (``response_format`` with the schema).
+        output: :data:`OutputMode`.
         timeout_s: Connect timeout and longest wait between two chunks, in seconds.
         call_timeout_s: Longest one call may take, in seconds.
         max_retries: Retries of timeouts, 429 and 5xx (the ``openai`` client's backoff).
@@ -201,8 +204,11 @@ class ChatModel:
             "max_tokens": self.config.max_tokens,
             "temperature": 0,
         }
-        if tools and self.config.output == "tools":
+        if tools and self.config.output in ("tools", "forced"):
             request["tools"] = list(tools)
+            if self.config.output == "forced":
+                name = tools[0]["function"]["name"]
+                request["tool_choice"] = {"type": "function", "function": {"name": name}}
         elif tools:
             schema = tools[0]["function"]["parameters"]
             request["response_format"] = {

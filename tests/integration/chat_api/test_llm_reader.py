@@ -23,6 +23,7 @@ from pydantic import SecretStr
 from chat_api.agent import Toolbox, Turn, TurnRequest
 from chat_api.errors import CircuitOpenError, LanguageModelUnavailableError
 from chat_api.reader.llm import ChatModel, Completion, LanguageModelConfig, LanguageModelReader
+from chat_api.reader.llm.prompt import QUERY_SCHEMA, QUERY_TOOL, TOOLS
 from chat_api.semantic.model import load_model
 from chat_api.sql.policies import UserContext
 from models import wire
@@ -318,3 +319,20 @@ def test_key_is_sent_as_a_bearer_token_and_never_logged(
     assert scripted.authorizations == [f"Bearer {key}"]
     assert asked.rows == [[_jfk_count(llm_toolbox)]]
     assert key not in caplog.text and key not in json.dumps(asked.lines)
+
+
+@pytest.mark.parametrize("output", ["tools", "forced", "json"])
+def test_output_modes_ask_for_the_typed_query_as_configured(
+    scripted: ScriptedModel, output: str
+) -> None:
+    chat = ChatModel(_config(scripted.base_url, output=output))
+    scripted.play(tool_call("typed_query", COUNT))
+    _drain(chat.complete([{"role": "user", "content": "hi"}], tools=TOOLS))
+    sent = scripted.requests[0]
+    if output == "json":
+        assert "tools" not in sent
+        assert sent["response_format"]["json_schema"]["schema"] == QUERY_SCHEMA
+    else:
+        assert [t["function"]["name"] for t in sent["tools"]] == [QUERY_TOOL, "cannot_answer"]
+        forced = {"type": "function", "function": {"name": QUERY_TOOL}}
+        assert sent.get("tool_choice") == (forced if output == "forced" else None)
