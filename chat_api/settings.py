@@ -62,20 +62,13 @@ Environment variables (prefix ``CHATSCRIBE_``):
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from chat_api.reader.llm.client import (
-    DEFAULT_BREAKER_FAILURES,
-    DEFAULT_BREAKER_RESET_S,
-    DEFAULT_CALL_TIMEOUT_S,
-    DEFAULT_MAX_RETRIES,
-    DEFAULT_TIMEOUT_S,
-    LanguageModelConfig,
-)
 from chat_api.sql.data import default_database_path
 from chat_api.state.sessions import SESSION_TTL_S
 from chat_api.state.users import DEFAULT_EPHEMERAL_TTL_S, DEFAULT_MAX_EXTERNAL_USERS
@@ -98,6 +91,54 @@ DEFAULT_LLM_API_KEY_ENV = "CHATSCRIBE_LLM_API_KEY"
 """The environment variable the language model's key is read from unless another is named."""
 ReaderName = Literal["rules", "legacy", "llm", "hybrid"]
 """A reader :func:`resolve_reader` chooses."""
+
+
+DEFAULT_TIMEOUT_S = 30.0
+"""Longest wait for a connection or for the next chunk of a stream."""
+DEFAULT_CALL_TIMEOUT_S = 120.0
+"""Longest one call may stream, chunks or not."""
+DEFAULT_MAX_RETRIES = 2
+"""Retries of a timeout, 429 or 5xx by the ``openai`` client (``Retry-After`` honoured)."""
+DEFAULT_BREAKER_FAILURES = 3
+"""Unavailable language-model calls in a row that open the circuit breaker."""
+DEFAULT_BREAKER_RESET_S = 30.0
+"""Seconds an open breaker refuses calls."""
+DEFAULT_MAX_TOKENS = 1024
+"""Most tokens one answer of the language model may hold."""
+OutputMode = Literal["tools", "forced", "json"]
+"""How the query is asked for: ``tools`` offers the tools (the model may call
+``cannot_answer``); ``forced`` names the query tool in ``tool_choice`` (servers that constrain
+only a named tool's arguments by a grammar, as llama.cpp's ``chatml-function-calling`` does
+when streaming); ``json`` puts the query's schema in ``response_format`` (structured outputs)."""
+
+
+@dataclass(frozen=True)
+class LanguageModelConfig:
+    """Where the language model is and how patiently to call it (``chat_api.reader.llm``).
+
+    Attributes:
+        base_url: The endpoint's base URL (``http://127.0.0.1:8080/v1``).
+        model: The model name sent with each request.
+        api_key: The key, read from the environment variable the settings name; never logged.
+        output: :data:`OutputMode`.
+        timeout_s: Connect timeout and longest wait between two chunks, in seconds.
+        call_timeout_s: Longest one call may take, in seconds.
+        max_retries: Retries of timeouts, 429 and 5xx (the ``openai`` client's backoff).
+        breaker_failures: Unavailable calls in a row that open the circuit breaker.
+        breaker_reset_s: Seconds the open breaker refuses calls before trying one again.
+        max_tokens: Most tokens one answer may hold.
+    """
+
+    base_url: str
+    model: str
+    api_key: SecretStr | None = None
+    output: OutputMode = "tools"
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+    max_retries: int = DEFAULT_MAX_RETRIES
+    breaker_failures: int = DEFAULT_BREAKER_FAILURES
+    breaker_reset_s: float = DEFAULT_BREAKER_RESET_S
+    max_tokens: int = DEFAULT_MAX_TOKENS
 
 
 def default_state_url() -> str:

@@ -8,7 +8,8 @@ the same access policies, SQL guard and compiler as the rule reader's.
 
 from __future__ import annotations
 
-from chat_api.reader.llm.client import ChatModel, Completion, LanguageModelConfig
+from chat_api.reader.llm.client import ChatModel, Completion
 from chat_api.reader.llm.reader import LanguageModelReader, Reading
+from chat_api.settings import LanguageModelConfig
 
 __all__ = ["ChatModel", "Completion", "LanguageModelConfig", "LanguageModelReader", "Reading"]

@@ -27,61 +27,18 @@ import logging
 import time
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import openai
 import pybreaker
-from pydantic import SecretStr
 
 from chat_api.errors import CircuitOpenError, LanguageModelError, LanguageModelUnavailableError
+from chat_api.settings import LanguageModelConfig
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT_S = 30.0
-"""Longest wait for a connection or for the next chunk of a stream."""
-DEFAULT_CALL_TIMEOUT_S = 120.0
-"""Longest one call may stream, chunks or not."""
-DEFAULT_MAX_RETRIES = 2
-"""Retries of a timeout, 429 or 5xx by the ``openai`` client (``Retry-After`` honoured)."""
-DEFAULT_BREAKER_FAILURES = 3
-DEFAULT_BREAKER_RESET_S = 30.0
-DEFAULT_MAX_TOKENS = 1024
 UNUSED_API_KEY = "unused"
 """Sent when no key is configured: local servers ignore it, the ``openai`` client needs one."""
-OutputMode = Literal["tools", "forced", "json"]
-"""How the query is asked for: ``tools`` offers the tools (the model may call
-``cannot_answer``); ``forced`` names the query tool in ``tool_choice`` (servers that constrain
-only a named tool's arguments by a grammar, as llama.cpp's ``chatml-function-calling`` does
-when streaming); ``json`` puts the query's schema in ``response_format`` (structured outputs)."""
-
-
-@dataclass(frozen=True)
-class LanguageModelConfig:
-    """Where the language model is and how patiently to call it.
-
-    Attributes:
-        base_url: The endpoint's base URL (``http://127.0.0.1:8080/v1``).
-        model: The model name sent with each request.
-        api_key: The key, read from the environment variable the settings name; never logged.
-        output: :data:`OutputMode`.
-        timeout_s: Connect timeout and longest wait between two chunks, in seconds.
-        call_timeout_s: Longest one call may take, in seconds.
-        max_retries: Retries of timeouts, 429 and 5xx (the ``openai`` client's backoff).
-        breaker_failures: Unavailable calls in a row that open the circuit breaker.
-        breaker_reset_s: Seconds the open breaker refuses calls before trying one again.
-        max_tokens: Most tokens one answer may hold.
-    """
-
-    base_url: str
-    model: str
-    api_key: SecretStr | None = None
-    output: OutputMode = "tools"
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
-    max_retries: int = DEFAULT_MAX_RETRIES
-    breaker_failures: int = DEFAULT_BREAKER_FAILURES
-    breaker_reset_s: float = DEFAULT_BREAKER_RESET_S
-    max_tokens: int = DEFAULT_MAX_TOKENS
 
 
 @dataclass
