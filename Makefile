@@ -10,6 +10,8 @@
 #                         (CHATSCRIBE_KAFKA_BROKERS=3: a three-node Kafka cluster, ops/services.sh)
 #   make chaos            the fault tests marked chaos (pytest -m chaos), left out of `make test`,
 #                         among them a two-minute chaos soak (python -m bench.chaos --minutes 2)
+#   make llm-smoke        the language-model reader against a real small model (llama.cpp
+#                         serving SmolLM2-135M; compiles llama.cpp once), left out of `make test`
 #   make fmt | bench | clean
 #
 # Every target is safe to run twice: the venv is (re)installed only when pyproject.toml changes,
@@ -26,10 +28,10 @@ SERVICES = ops/services.sh
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: help venv chromium services-up services-down services-status demo test chaos lint check fmt bench clean
+.PHONY: help venv chromium services-up services-down services-status demo test chaos llm-smoke lint check fmt bench clean
 
 help:
-	@sed -n '3,12p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,15p' Makefile | sed 's/^# \{0,1\}//'
 
 venv: $(STAMP)
 
@@ -64,6 +66,9 @@ test: venv services-up chromium
 
 chaos: venv services-up
 	$(VENV)/bin/pytest -m chaos $(PYTEST_ARGS)
+
+llm-smoke: venv
+	VENV=$(VENV) ops/llm-smoke.sh
 
 lint: venv
 	$(VENV)/bin/ruff format --check .

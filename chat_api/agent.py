@@ -1,8 +1,10 @@
 """One turn of the analytics agent, as the stream messages it produces.
 
-The agent is deterministic (no language model): the planner maps the question to a Semantic SQL
-query, the metadata search and the SQL tool run it against the warehouse under the user's
-row-level security, and the answer is composed from the rows. A turn is a generator of NDJSON
+The rule readers are deterministic: the planner (or the model-driven reader) maps the question
+to a Semantic SQL query (with ``llm``/``hybrid`` a language model may read the typed query
+instead, ``chat_api.reader.llm``, checked by the same validator), the metadata search and the
+SQL tool run it against the warehouse under the user's row-level security, and the answer is
+composed from the rows. A turn is a generator of NDJSON
 line objects in this order (interface, "Response", "Events"; field notes, "Lines that the
 interface does not list")::
 
@@ -15,7 +17,9 @@ interface does not list")::
                                more with the whole answer, isDelta false, isInProcess false
     final answer               graphPath ["final"], isDelta false, isInProcess false
     __state__                  state {chatId, isStreaming: false, messages}
-    __usage__                  last: llmCalls 0, tokens 0, sqlQueries
+    __usage__                  last: llmCalls, tokens, sqlQueries, and the turn's reader
+                               (``reader``; with a language model also ``llmModel`` and
+                               ``llmLatencyMs``: unknown fields the field notes allow)
 
 The generator blocks (planning, DuckDB): the HTTP layer drives it from a worker thread, paces it
 and stops it on abort, ending the stream with :meth:`Turn.aborted_lines` instead.
@@ -31,7 +35,7 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from chat_api.errors import UnreadableQuestionError
+from chat_api.errors import InvalidQueryError, UnreadableQuestionError
 from chat_api.planner.access import PROBES, AccessCheck, access_check, visible_vocabulary
 from chat_api.planner.answers import compose_answer, compose_cannot_answer, vega_spec
 from chat_api.planner.planner import (
@@ -53,9 +57,11 @@ from chat_api.reader.access import (
     limited_note,
     visible_values,
 )
+from chat_api.reader.checks import check_query
 from chat_api.reader.describe import compose, read_as
 from chat_api.reader.index import ModelIndex, build_index
 from chat_api.reader.interpret import read
+from chat_api.reader.llm import LanguageModelReader, Reading
 from chat_api.reader.query import Query
 from chat_api.reader.sql import semantic_sql
 from chat_api.search import search_members
@@ -76,6 +82,8 @@ TYPED_QUERY_KEY = "typedQuery"
 """The thread keeps the model reader's last query under this key of its opaque state."""
 DELTA_CHARS = 40
 """Content deltas end at a sentence end or after about this many characters."""
+ReaderMode = Literal["rules", "llm", "hybrid"]
+"""Who reads the typed query: the rule reader, a language model, or rules then the model."""
 _TOKEN = re.compile(r"\s*\S+\s*")
 _SENTENCE_END = re.compile(r"[.!?:]\s+$")
 
@@ -92,6 +100,9 @@ class Toolbox:
         index: The model's index: when given, questions are read by the model-driven reader
             (``chat_api.reader``) into a typed query; the safety rules after it (access
             policies, SQL guard, compiler) do not depend on which reader it is.
+        mode: With ``index``: ``rules``, ``llm`` (``language_model`` reads every question) or
+            ``hybrid`` (the rule reader answers what it reads; the language model the rest).
+        language_model: The language-model reader of ``llm`` and ``hybrid``.
 
     ``vocabulary`` and ``index`` hold every row's values; a user under a row filter reads with
     those of their visible rows (:meth:`vocabulary_for`, :meth:`index_for`), built once per
@@ -103,10 +114,14 @@ class Toolbox:
     warehouse: Warehouse
     reader: QuestionReader = rule_reader
     index: ModelIndex | None = None
+    mode: ReaderMode = "rules"
+    language_model: LanguageModelReader | None = None
     _vocabularies: PerAccess[Vocabulary] | None = field(init=False, repr=False, compare=False)
     _indexes: PerAccess[ModelIndex] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.mode != "rules" and self.language_model is None:
+            raise ValueError(f"reader {self.mode} needs a language model")
         vocabularies = indexes = None
         if self.vocabulary is not None:
             vocabularies = PerAccess(self.vocabulary, self._visible_vocabulary)
@@ -151,17 +166,24 @@ class Toolbox:
 
     @classmethod
     def build(
-        cls, model: SemanticModel, warehouse: Warehouse, *, reader: Literal["rules", "legacy"]
+        cls,
+        model: SemanticModel,
+        warehouse: Warehouse,
+        *,
+        reader: Literal["rules", "legacy", "llm", "hybrid"],
+        language_model: LanguageModelReader | None = None,
     ) -> Toolbox:
         """The toolbox of ``reader`` over ``model`` and ``warehouse``, checked against each other.
 
         Raises:
             ModelError: a member's SQL fails against the warehouse (file and member named).
+            ValueError: ``llm`` or ``hybrid`` without ``language_model``.
         """
         check_members(model, warehouse.query_raw)
         if reader == "legacy":
             return cls(model, load_vocabulary(warehouse.query_raw), warehouse)
-        return cls(model, None, warehouse, index=build_index(model, warehouse.query_raw))
+        index = build_index(model, warehouse.query_raw)
+        return cls(model, None, warehouse, index=index, mode=reader, language_model=language_model)
 
     def for_model(self, model: SemanticModel) -> Toolbox:
         """The same warehouse and reader over another model (a branch), indexed anew."""
@@ -207,6 +229,8 @@ class Turn:
         plan_state: ``spec`` as JSON for the thread to keep (None with ``spec``).
         answer: The final answer text, once its line was produced.
         sql_queries: Queries sent to the warehouse.
+        reader: Which reader read the question: ``legacy``, ``rules`` or ``llm``.
+        reading: The language model's reading and its cost, when it was asked.
     """
 
     def __init__(self, request: TurnRequest, *, toolbox: Toolbox) -> None:
@@ -219,6 +243,8 @@ class Turn:
         self.query: Query | None = None
         self.answer: str | None = None
         self.sql_queries = 0
+        self.reader = "legacy" if toolbox.index is None else toolbox.mode
+        self.reading: Reading | None = None
 
     @property
     def plan_state(self) -> PlanState | None:
@@ -276,24 +302,97 @@ class Turn:
         return (yield from self._answer_plan(outcome))
 
     def _model_answer(self, index: ModelIndex) -> Generator[Line, Any, str]:
-        """The model-driven reader's turn up to the answer text: read, say it, search, run."""
+        """The model-driven reader's turn up to the answer text: read, say it, search, run.
+
+        ``rules`` and ``hybrid`` read with the rule reader first; ``llm`` and ``hybrid`` (for
+        what the rules cannot read) ask the language model. Both readers' queries pass
+        :func:`chat_api.reader.checks.check_query` before anything runs.
+        """
         request = self.request
+        if self._toolbox.mode == "llm":
+            return (yield from self._llm_answer(index, fallback=None))
         try:
             query = read(request.question, index, previous=_previous_query(request.previous))
+            check_query(query, index, model=self._toolbox.model, user=request.user)
         except UnreadableQuestionError as exc:
-            reason = exc.reason
-            if exc.words and limited_note(self._toolbox.model, request.user):
-                # a word of another view or of none: one refusal, as hidden rows' values are
-                # unknown to this user's index (chat_api.reader.access)
-                reason = f"I don't know {', '.join(repr(w) for w in exc.words)}."
-            if request.development_mode:
-                yield from self._thinking([reason])
-            yield from self._meta_tool(request.question)
-            return self._limited(f"I can't answer that from the data: {reason}")
-        if request.development_mode:
+            if self._toolbox.mode == "hybrid":
+                return (yield from self._llm_answer(index, fallback=exc))
+            return (yield from self._unreadable(exc))
+        self.reader = "rules"
+        return (yield from self._read_query(query, index))
+
+    def _read_query(self, query: Query, index: ModelIndex) -> Generator[Line, Any, str]:
+        """Says how the query was read, searches the metadata, runs the query."""
+        if self.request.development_mode:
             yield from self._thinking([read_as(query, index), *query.notes])
-        yield from self._meta_tool(request.question)
+        yield from self._meta_tool(self.request.question)
         return (yield from self._run_query(query, index))
+
+    def _unreadable(self, exc: UnreadableQuestionError) -> Generator[Line, Any, str]:
+        """The refusal of a question no reader could read, with the reason."""
+        request = self.request
+        reason = exc.reason
+        if exc.words and limited_note(self._toolbox.model, request.user):
+            # a word of another view or of none: one refusal, as hidden rows' values are
+            # unknown to this user's index (chat_api.reader.access)
+            reason = f"I don't know {', '.join(repr(w) for w in exc.words)}."
+        if request.development_mode:
+            yield from self._thinking([reason])
+        yield from self._meta_tool(request.question)
+        return self._limited(f"I can't answer that from the data: {reason}")
+
+    def _llm_answer(
+        self, index: ModelIndex, *, fallback: UnreadableQuestionError | None
+    ) -> Generator[Line, Any, str]:
+        """The language model's reading (``chat_api.reader.llm``), then as the rule reader's.
+
+        An unreachable endpoint (or an open circuit breaker) answers ``fallback``'s refusal in
+        ``hybrid``, and a refusal naming the failure in ``llm``; it never waits past the
+        client's timeouts.
+        """
+        language_model = self._toolbox.language_model
+        assert language_model is not None  # Toolbox.__post_init__
+        request, self.reader = self.request, "llm"
+        reading = yield from self._streamed_thinking(
+            language_model.read(
+                request.question, index, model=self._toolbox.model, user=request.user,
+                previous=_previous_query(request.previous), history=request.history,
+            )
+        )  # fmt: skip
+        self.reading = reading
+        if reading.query is not None:
+            return (yield from self._read_query(reading.query, index))
+        if reading.failure is not None and fallback is not None:
+            self.reader = "rules"
+            return (yield from self._unreadable(fallback))
+        if reading.failure is not None:
+            reason = f"the language model is unavailable ({reading.failure.message})."
+        else:
+            reason = reading.refusal.rstrip(".") + "."
+        return (yield from self._unreadable(InvalidQueryError("refused", reason)))
+
+    def _streamed_thinking(
+        self, reading: Generator[str, None, Reading]
+    ) -> Generator[Line, Any, Reading]:
+        """Streams the language model's reasoning as thinking deltas; returns its reading."""
+        thinking_id, whole = str(uuid.uuid4()), ""
+        try:
+            while True:
+                try:
+                    piece = next(reading)
+                except StopIteration as stop:
+                    result: Reading = stop.value
+                    break
+                whole += piece
+                if self.request.development_mode:
+                    yield self._agent_line(
+                        thinking_id, thinking=piece, isDelta=True, isInProcess=True
+                    )
+        finally:
+            reading.close()
+        if whole and self.request.development_mode:
+            yield self._agent_line(thinking_id, thinking=whole, isDelta=False, isInProcess=False)
+        return result
 
     def _run_query(self, query: Query, index: ModelIndex) -> Generator[Line, Any, str]:
         """Says row-level security out loud, runs the typed query, composes the answer."""
@@ -354,9 +453,29 @@ class Turn:
         return [aborted, self.usage_line()]
 
     def usage_line(self) -> Line:
-        """Returns: the ``__usage__`` line; a deterministic agent makes no model calls."""
-        usage = {"llmCalls": 0, "inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
-        return self._line(wire.ID_USAGE, usage={**usage, "sqlQueries": self.sql_queries})
+        """Returns: the ``__usage__`` line.
+
+        ``llmCalls`` and tokens count the language model's calls (0 for the rule readers);
+        ``reader`` names the reader that read the question, and with a language model
+        ``llmModel`` and ``llmLatencyMs`` (its calls' milliseconds) follow: fields the field
+        notes' ``usage: {llmCalls, inputTokens, outputTokens, totalTokens, ...}`` leaves open,
+        archived raw with the line.
+        """
+        reading = self.reading
+        tokens_in = reading.input_tokens if reading else 0
+        tokens_out = reading.output_tokens if reading else 0
+        usage: dict[str, Any] = {
+            "llmCalls": reading.calls if reading else 0,
+            "inputTokens": tokens_in,
+            "outputTokens": tokens_out,
+            "totalTokens": tokens_in + tokens_out,
+            "sqlQueries": self.sql_queries,
+            "reader": self.reader,
+        }
+        if reading is not None and self._toolbox.language_model is not None:
+            usage["llmModel"] = self._toolbox.language_model.model_name
+            usage["llmLatencyMs"] = round(reading.latency_s * 1000)
+        return self._line(wire.ID_USAGE, usage=usage)
 
     # -- lines -----------------------------------------------------------------------------------
 

@@ -9,6 +9,11 @@ a result whose JSON has an ``error`` property) with one ``except`` clause::
      ├── SemanticSqlError        a Semantic SQL query was refused: code, message
      │    └── AccessDeniedError  the user may not query a view at all (code ``access_denied``)
      ├── UnreadableQuestionError  the reader can't read a question without guessing (reason)
+     │    └── InvalidQueryError   a typed query fails the model's checks (code, member)
+     ├── LanguageModelError      the language model's endpoint failed a reader call
+     │    ├── LanguageModelUnavailableError  timeout, 429/5xx, stalled stream (transient;
+     │    │                                  status_code, retry_after_s)
+     │    └── CircuitOpenError   the endpoint kept failing: calls paused (retry_after_s)
      ├── QueryExecutionError     DuckDB failed or timed out while running a compiled query
      ├── TruthSpecError          an evaluation question's truth mapping is malformed (part)
      └── RequestError            the server refuses an HTTP request: status_code, message
@@ -32,7 +37,8 @@ a result whose JSON has an ``error`` property) with one ``except`` clause::
 
 The HTTP layer answers a ``RequestError`` with its status and ``{"error", "status"}``; the others
 become tool results. The model and query errors are permanent for the query that raised them:
-retrying the same query with the same user gives the same answer, so none is marked transient.
+retrying the same query with the same user gives the same answer, so none is marked transient,
+except ``LanguageModelUnavailableError`` (``transient = True``): the endpoint may answer later.
 """
 
 from __future__ import annotations
@@ -108,6 +114,68 @@ class UnreadableQuestionError(ChatApiError):
         super().__init__(reason)
         self.reason = reason
         self.words = words
+
+
+class InvalidQueryError(UnreadableQuestionError):
+    """A typed query names what the model or the user's access does not have.
+
+    Raised by ``chat_api.reader.checks.check_query`` for every reader's query; the agent answers
+    with ``reason`` (an unreadable question) and the language-model reader sends it back once.
+
+    Attributes:
+        code: ``unknown_view``, ``unknown_member``, ``hidden_member``, ``wrong_type``,
+            ``bad_operator``, ``bad_value``, ``value_outside_domain`` or ``malformed``.
+        member: The member at fault (``view.member``), or "".
+    """
+
+    def __init__(self, code: str, reason: str, *, member: str = "") -> None:
+        super().__init__(reason)
+        self.code = code
+        self.member = member
+
+
+class LanguageModelError(ChatApiError):
+    """The language model's endpoint failed a call of the language-model reader.
+
+    Attributes:
+        message: What failed, for the log and the refusal (never the API key).
+    """
+
+    transient = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class LanguageModelUnavailableError(LanguageModelError):
+    """A timeout, a stalled stream, a refused connection, a 429 or a 5xx after the retries.
+
+    Attributes:
+        status_code: The HTTP status, or None (timeout, connection, stalled stream).
+        retry_after_s: The endpoint's ``Retry-After`` in seconds, or None.
+    """
+
+    transient = True
+
+    def __init__(
+        self, message: str, *, status_code: int | None = None, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.retry_after_s = retry_after_s
+
+
+class CircuitOpenError(LanguageModelError):
+    """The endpoint failed too often in a row: no call is made until ``retry_after_s`` passes.
+
+    Attributes:
+        retry_after_s: Seconds until the next call is tried.
+    """
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class QueryExecutionError(ChatApiError):

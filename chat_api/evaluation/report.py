@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,19 @@ class EvalReport:
         }  # fmt: skip
 
 
+def _cost(outcomes: Sequence[TurnOutcome]) -> str:
+    """Returns: seconds and language-model tokens per question, and the readers that read."""
+    count = max(len(outcomes), 1)
+    seconds = sum(o.seconds for o in outcomes) / count
+    tokens = sum(o.tokens for o in outcomes) / count
+    readers = Counter(o.reader for o in outcomes)
+    read_by = ", ".join(f"{name} {n}" for name, n in sorted(readers.items()))
+    return (
+        f"seconds per question: {seconds:.2f}; tokens per question: {tokens:.0f}; "
+        f"read by: {read_by or 'none'}"
+    )
+
+
 def _score(name: str, outcomes: Sequence[TurnOutcome]) -> CategoryScore:
     return CategoryScore(name, sum(o.verdict.correct for o in outcomes), len(outcomes))
 
@@ -98,6 +112,7 @@ def render_text(report: EvalReport, *, failures: bool = True) -> str:
         lines.append(f"{name:<12} {c.correct:>7} {c.total:>5} {c.accuracy:>8.1%}")
     lines.append(f"invented numbers: {report.invented_numbers}")
     lines.append(f"rows across row-level security: {report.rows_across_rls}")
+    lines.append(_cost(report.outcomes))
     if failures:
         lines.append("failed:")
         lines += [

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -37,6 +38,9 @@ class TurnOutcome:
     question: str
     answer: str
     verdict: Verdict
+    reader: str = ""
+    tokens: int = 0
+    seconds: float = 0.0
 
 
 def run_items(
@@ -73,13 +77,18 @@ def _run_item(item: EvalItem, persona: Persona, *, toolbox: Toolbox) -> Iterator
             previous=previous, development_mode=False,
         )  # fmt: skip
         turn = Turn(request, toolbox=toolbox)
-        answer = answer_of(turn, list(turn.lines()))
+        started = time.perf_counter()
+        lines = list(turn.lines())
+        seconds = time.perf_counter() - started
+        answer = answer_of(turn, lines)
         previous = turn.plan_state or previous
         verdict = score(answer, truth, sees=persona.sees, forbidden=persona.forbidden)
         logger.debug("eval turn item=%s turn=%d correct=%s", item.id, index, verdict.correct)
+        usage = lines[-1].get("usage") or {}
         yield TurnOutcome(
-            item.id, item.category, item.tag, index, turn_spec.q, answer.text, verdict
-        )
+            item.id, item.category, item.tag, index, turn_spec.q, answer.text, verdict,
+            reader=turn.reader, tokens=int(usage.get("totalTokens", 0)), seconds=seconds,
+        )  # fmt: skip
 
 
 def answer_of(turn: Turn, lines: list[dict[str, Any]]) -> Answer:

@@ -47,6 +47,7 @@ from chat_api.http.bodies import MAX_BODY_BYTES, describe_validation_error, read
 from chat_api.http.embed import STATIC_DIR, EmbedPages
 from chat_api.http.openapi import openapi_document
 from chat_api.http.service import REVOKE_SESSION_PATH, ChatService
+from chat_api.reader.llm import ChatModel, LanguageModelReader
 from chat_api.semantic.model import load_model, policy_attributes
 from chat_api.settings import ChatApiSettings
 from chat_api.sql.warehouse import open_warehouse
@@ -117,8 +118,13 @@ def load_toolbox(settings: ChatApiSettings) -> Toolbox:
     """
     model = load_model(settings.model_dir)
     warehouse = open_warehouse(settings.warehouse, cache=settings.database_path)
-    toolbox = Toolbox.build(model, warehouse, reader=settings.chosen_reader())
-    logger.info("toolbox loaded views=%d warehouse=%r", len(model.views), warehouse)
+    config = settings.language_model()
+    llm = LanguageModelReader(ChatModel(config)) if config else None
+    toolbox = Toolbox.build(model, warehouse, reader=settings.chosen_reader(), language_model=llm)
+    logger.info(
+        "toolbox loaded views=%d warehouse=%r reader=%s language_model=%r",
+        len(model.views), warehouse, settings.chosen_reader(), llm,
+    )  # fmt: skip
     return toolbox
 
 

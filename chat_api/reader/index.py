@@ -162,6 +162,8 @@ class ModelIndex:
         fuzzy_words: The words of every phrase (4 letters or more, sorted) that a misspelt
             word may be corrected to.
         cardinality: Member name -> how many distinct values were indexed for it.
+        domain: Member name -> its indexed values as stored (a typed query's filter values
+            are checked against them, ``chat_api.reader.checks``).
         member_parts: Two or more consecutive words inside a longer member phrase -> members
             ("parcel weight" of "average parcel weight").
         initials: The initials of a value of two to four words, lower case, -> hits ("uk" of
@@ -181,6 +183,7 @@ class ModelIndex:
     measures: frozenset[str] = frozenset()
     fuzzy_words: tuple[str, ...] = ()
     cardinality: dict[str, int] = field(default_factory=dict)
+    domain: dict[str, frozenset[str]] = field(default_factory=dict)
     member_parts: dict[Phrase, list[str]] = field(default_factory=dict)
     initials: dict[str, list[ValueHit]] = field(default_factory=dict)
     qualifiers: set[tuple[str, str]] = field(default_factory=set)
@@ -488,6 +491,7 @@ def _add_values(index: ModelIndex, info: MemberInfo, values: list[tuple[str, int
     """
     model_words = {w for p in (*index.member_phrases, *index.entity_phrases) for w in p}
     index.cardinality[info.name] = len(values)
+    index.domain[info.name] = frozenset(value for value, _ in values)
     firsts: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for value, count in values:
         words = value_phrase(value)

@@ -42,7 +42,16 @@ from models.records import MAX_REQUESTS_PER_MINUTE
 from pipeline.cli.api_users import keys_app, users_app
 from pipeline.cli.archive import archive_app, retention_app
 from pipeline.cli.dlq import dlq_app
-from pipeline.cli.evaluation import ModelDirOption, ReaderOption, WarehouseOption, run_eval
+from pipeline.cli.evaluation import (
+    LlmApiKeyEnvOption,
+    LlmBaseUrlOption,
+    LlmModelOption,
+    ModelDirOption,
+    ReaderOption,
+    WarehouseOption,
+    reader_settings,
+    run_eval,
+)
 from pipeline.cli.export import export_app
 from pipeline.cli.partitions import partitions_app
 from pipeline.cli.review import review_app
@@ -97,6 +106,9 @@ def api_serve(
     model_dir: ModelDirOption = None,
     warehouse: WarehouseOption = None,
     reader: ReaderOption = None,
+    llm_base_url: LlmBaseUrlOption = None,
+    llm_model: LlmModelOption = None,
+    llm_api_key_env: LlmApiKeyEnvOption = None,
     verbose: Verbose = False,
 ) -> None:
     """Serve the Chat API (chat stream, abort, generate-session) under uvicorn."""
@@ -104,8 +116,9 @@ def api_serve(
     from chat_api import ChatApiSettings
     from chat_api.http import serve
 
-    given: dict[str, Any] = {"model_dir": model_dir, "warehouse": warehouse, "reader": reader}
+    given: dict[str, Any] = {"model_dir": model_dir, "warehouse": warehouse}
     overrides = {key: value for key, value in given.items() if value is not None}
+    overrides |= reader_settings(reader, llm_base_url, llm_model, llm_api_key_env)
     serve(ChatApiSettings(**overrides), host=host, port=port)
 
 

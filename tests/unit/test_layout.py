@@ -21,6 +21,7 @@ PACKAGES = ("models", "pipeline", "chat_api")
 
 IO_LIBRARIES = (
     "httpx",
+    "openai",
     "aiokafka",
     "faust",
     "mode",
@@ -35,6 +36,7 @@ IO_LIBRARIES = (
 
 ALLOWED: dict[str, tuple[str, ...]] = {
     "httpx": ("pipeline.chat",),
+    "openai": ("chat_api.reader.llm",),
     "aiokafka": ("pipeline.kafka", "pipeline.worker"),
     "faust": ("pipeline.kafka", "pipeline.worker"),
     "mode": ("pipeline.kafka", "pipeline.worker"),

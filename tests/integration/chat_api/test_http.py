@@ -171,6 +171,7 @@ async def test_chat_streams_cutoff_first_usage_last_and_one_final_answer(
         "outputTokens": 0,
         "totalTokens": 0,
         "sqlQueries": 1,
+        "reader": "legacy",
     }
     finals = [m for m in messages if m.is_final_answer]
     assert len(finals) == 1

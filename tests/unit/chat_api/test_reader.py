@@ -195,8 +195,9 @@ def test_auto_reads_with_the_legacy_planner_only_on_the_embedded_flights_model(
     assert resolve_reader("auto", embedded=True) == "legacy"
     assert resolve_reader("auto", embedded=False) == "rules"
     assert resolve_reader("rules", embedded=True) == "rules"
-    with pytest.raises(ValueError, match="auto, rules or legacy"):
-        resolve_reader("llm", embedded=False)
+    assert resolve_reader("hybrid", embedded=True) == "hybrid"
+    with pytest.raises(ValueError, match="auto, rules, legacy, llm or hybrid"):
+        resolve_reader("gpt", embedded=False)
 
 
 @pytest.mark.parametrize(
