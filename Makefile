@@ -59,10 +59,21 @@ demo: venv services-up
 console: venv services-up
 	$(VENV)/bin/chatscribe console
 
-# pytest-xdist: the integration tests form one group (tests/conftest.py), run in order by one
-# process while the other takes the unit tests; one process (-n 0) when PYTEST_ARGS names tests.
+# Two pytest processes: the integration tests in order in one (they share the machine's Kafka
+# and PostgreSQL, and the fault tests restart them), the unit tests beside them in the other,
+# their report printed after; one process when PYTEST_ARGS names tests.
 test: venv services-up chromium
-	$(VENV)/bin/pytest -n $(if $(PYTEST_ARGS),0,2) --dist loadgroup $(PYTEST_ARGS)
+ifeq ($(strip $(PYTEST_ARGS)),)
+	unit_log=$$(mktemp); \
+	$(VENV)/bin/pytest -p no:cacheprovider tests/unit >"$$unit_log" 2>&1 & unit_pid=$$!; \
+	integration=0; $(VENV)/bin/pytest tests/integration || integration=$$?; \
+	unit=0; wait $$unit_pid || unit=$$?; \
+	echo "== unit tests (run beside the integration tests) =="; cat "$$unit_log"; rm -f "$$unit_log"; \
+	echo "make test: integration exit $$integration, unit exit $$unit"; \
+	test $$integration -eq 0 -a $$unit -eq 0
+else
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+endif
 
 chaos: venv services-up
 	$(VENV)/bin/pytest -m chaos $(PYTEST_ARGS)

@@ -74,22 +74,6 @@ async def _delete_own_topics(bootstrap: str, prefixes: tuple[str, ...]) -> int:
 
 
 TOPICS_PER_DELETE = 100
-INTEGRATION = "integration"
-"""The pytest-xdist group of every test under ``tests/integration`` (``make test``)."""
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Puts the integration tests in one pytest-xdist group, run in order by one process.
-
-    They share the machine's Kafka and PostgreSQL, and the fault tests stop and restart them;
-    in one process they run one at a time as in a plain ``pytest`` run, while with ``--dist
-    loadgroup`` another process takes the unit tests beside them.
-    """
-    for item in items:
-        if f"{os.sep}tests{os.sep}integration{os.sep}" in str(item.path):
-            item.add_marker(pytest.mark.xdist_group(INTEGRATION))
-
-
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
     """``host:port`` of a Kafka broker that answers an admin call (list topics).
