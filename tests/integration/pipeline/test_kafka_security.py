@@ -100,6 +100,16 @@ def _accepts(port: int) -> bool:
         return False
 
 
+def _cluster_id() -> str:
+    """A Kafka Uuid as ``kafka-storage random-uuid`` prints it: never starting with '-'.
+
+    (A leading '-' makes ``kafka-storage format -t ID`` read the id as an option.)
+    """
+    while (text := base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())[0] == "-":
+        pass
+    return text
+
+
 @pytest.fixture(scope="module")
 def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredKafka]:
     """A KRaft node whose client listener is SASL_SSL (PLAIN), stopped after the module."""
@@ -121,7 +131,7 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredK
     props = folder / "server.properties"
     props.write_text(_properties(folder, ports, keystore), encoding="utf-8")
     log = folder / "kafka.log"
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    cluster_id = _cluster_id()
     storage = "kafka.tools.StorageTool"
     _java(storage, "format", "-t", cluster_id, "-c", str(props), log=log).wait(timeout=120)
     broker = _java("kafka.Kafka", str(props), log=log)
