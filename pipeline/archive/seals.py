@@ -354,6 +354,23 @@ def _stored_digests(conn: sa.Connection, pairs: list[JobAttempt]) -> dict[LineKe
 # -- anchor -------------------------------------------------------------------------------------
 
 
+def append_durably(path: Path, data: bytes) -> None:
+    """Appends ``data`` to ``path`` with one ``write`` on an ``O_APPEND`` descriptor, then fsyncs.
+
+    Creates the file (mode 0640) and its folder when missing.
+
+    Raises:
+        OSError: The folder or file could not be made or written.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @dataclass(frozen=True)
 class Anchor:
     """The append-only file of seals outside PostgreSQL (module docstring).
@@ -378,15 +395,8 @@ class Anchor:
         """
         if not records:
             return
-        data = b"".join(r.to_line() for r in records)
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            append_durably(self.path, b"".join(r.to_line() for r in records))
         except OSError as exc:
             raise ArchiveUnavailableError(f"chain anchor {self.path} not written: {exc}") from exc
 

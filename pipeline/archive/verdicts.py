@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -36,6 +35,7 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 
+from pipeline.archive.seals import append_durably
 from pipeline.errors import ArchiveUnavailableError, ChainAnchorError
 
 GENESIS: Final = bytes(32)
@@ -302,13 +302,7 @@ class VerdictAnchor:
         record = {"seq": stored.seq, "job_id": stored.verdict.job_id, "hash": stored.hash.hex()}
         data = (json.dumps(record, sort_keys=True) + "\n").encode()
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            append_durably(self.path, data)
         except OSError as exc:
             raise ArchiveUnavailableError(f"verdict anchor {self.path} not written: {exc}") from exc
 
